@@ -1,0 +1,68 @@
+"""Per-route policy sections of the config file: cache, window, compress, decompose.
+
+Owned jointly: the cache helper extends the cache sections, the prompts helper the transform
+sections; `gateway/config.py` composes them into `RouteConfig`. Every field is documented in
+the README's configuration reference.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ExactPolicy(_Section):
+    enabled: bool = False
+    ttl_s: float = Field(default=3600, gt=0)
+
+
+class SemanticPolicy(_Section):
+    enabled: bool = False
+    threshold: float = Field(default=0.90, ge=0.0, le=1.0)
+    ttl_s: float = Field(default=86400, gt=0)
+    max_temperature: float = Field(default=0.3, ge=0.0, le=2.0)
+    context: Literal["full", "system", "none"] = "full"  # what must match before the last user turn
+    allow_tools: bool = False
+    guard: bool = True
+
+
+class CachePolicy(_Section):
+    exact: ExactPolicy = Field(default_factory=ExactPolicy)
+    semantic: SemanticPolicy = Field(default_factory=SemanticPolicy)
+    namespace_header: bool = True  # honour x-cache-namespace from callers
+
+
+class WindowPolicy(_Section):
+    max_input_tokens: int | None = Field(default=None, gt=0)
+    dropped: Literal["drop", "summarize"] = "drop"
+    summarizer: str | None = None  # upstream name; default: the route's upstream
+    trim_middle: bool = False  # if system + last turn alone do not fit: trim instead of 413
+
+
+class CompressPolicy(_Section):
+    enabled: bool = False
+    min_tokens: int = Field(default=1500, ge=0)
+    target_ratio: float = Field(default=0.5, gt=0.0, le=1.0)
+    methods: list[Literal["lossless", "select", "prune"]] = Field(
+        default_factory=lambda: ["lossless", "select"]
+    )
+
+
+class DecomposePolicy(_Section):
+    enabled: bool = False
+    max_parts: int = Field(default=6, ge=2, le=32)
+    map_reduce: bool = False
+
+
+class RoutePolicy(_Section):
+    """All policy sections a route carries (each defaults to off)."""
+
+    cache: CachePolicy = Field(default_factory=CachePolicy)
+    window: WindowPolicy = Field(default_factory=WindowPolicy)
+    compress: CompressPolicy = Field(default_factory=CompressPolicy)
+    decompose: DecomposePolicy = Field(default_factory=DecomposePolicy)
