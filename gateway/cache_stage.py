@@ -1,28 +1,120 @@
-"""Pipeline stage: exact + semantic cache lookups and stores (placeholder until cache/ lands).
+"""Pipeline stage: exact + semantic cache lookups and stores, adapting `RequestContext` to
+`cache/` (which knows nothing of HTTP or the gateway's config).
 
-The cache helper replaces this file; the signatures stay.
+Sets `ctx.cache_status` (`exact | semantic | miss | bypass`), `ctx.cache_similarity` on a
+semantic hit, and records the lookup time as the `cache` stage of `Server-Timing`. A cache
+failure never fails a request: lookups become misses, stores are skipped.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from cache.keys import CacheRequest
+from cache.response_cache import ResponseCache
+from cache.settings import CacheSettings
 from gateway.context import Answer, RequestContext
 
 if TYPE_CHECKING:
-    from gateway.config import GatewayConfig
+    from gateway.config import GatewayConfig, RouteConfig
+
+log = logging.getLogger("headstart.gateway")
+_PENDING_VECTORS = 4096  # query embeddings kept from lookup to store, per process
+
+
+def settings_for(route: RouteConfig) -> CacheSettings:
+    """The route's YAML cache policy as `cache/`'s plain settings."""
+    exact, sem = route.cache.exact, route.cache.semantic
+    return CacheSettings(
+        route=route.name, exact_enabled=exact.enabled, exact_ttl_s=exact.ttl_s,
+        semantic_enabled=sem.enabled, threshold=sem.threshold, semantic_ttl_s=sem.ttl_s,
+        max_temperature=sem.max_temperature, context=sem.context, allow_tools=sem.allow_tools,
+        guard=sem.guard, adaptive=sem.adaptive)
+
+
+def cache_request(ctx: RequestContext, config: GatewayConfig | None,
+                  namespace: str | None = None) -> CacheRequest:
+    """The request as plain data. The model is what answers: the upstream's model name
+    when the upstream sets one (every client alias of a route shares entries), else the
+    client's."""
+    body = ctx.body.model_dump(exclude_none=True)
+    upstream = config.upstreams.get(ctx.route.upstream) if config is not None else None
+    model = (upstream.model if upstream is not None and upstream.model else None) or ctx.body.model
+    honour_ns = ctx.route.cache.namespace_header
+    return CacheRequest(
+        route=ctx.route.name, model=model, kind=ctx.kind,
+        messages=body.pop("messages", []) if ctx.kind == "chat" else [],
+        prompt=body.pop("prompt", None), params=body, tenant=ctx.tenant,
+        namespace=namespace if namespace is not None else (ctx.namespace if honour_ns else None))
 
 
 class CacheStage:
+    def __init__(self, cache: ResponseCache | None, config: GatewayConfig | None = None) -> None:
+        self.cache = cache
+        self.config = config
+        self._settings: dict[str, CacheSettings] = {}
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
     @classmethod
     async def create(cls, config: GatewayConfig) -> CacheStage:
-        return cls()
+        if not any(r.caching_enabled() for r in config.routes) and not config.redis:
+            return cls(None, config)  # caching off everywhere: no store, no model
+        cache = await ResponseCache.open(config.redis)
+        if any(r.cache.semantic.enabled for r in config.routes):
+            await asyncio.to_thread(cache.semantic.embedder.embed_sync, ["warm up"])
+        return cls(cache, config)
+
+    def settings(self, route: RouteConfig) -> CacheSettings:
+        found = self._settings.get(route.name)
+        if found is None:
+            found = self._settings[route.name] = settings_for(route)
+        return found
 
     async def lookup(self, ctx: RequestContext) -> Answer | None:
-        return None
+        settings = self.settings(ctx.route)
+        if self.cache is None or not settings.enabled:
+            ctx.cache_status = "bypass"
+            return None
+        if ctx.cache_control.no_cache:
+            ctx.cache_status = "bypass"
+            self.cache.stats.record(settings.route, "bypasses")
+            return None
+        with ctx.timings.measure("cache"):
+            req = cache_request(ctx, self.config)
+            result = await self.cache.lookup(req, settings, max_age_s=ctx.cache_control.max_age_s)
+        ctx.cache_status = result.status
+        ctx.cache_similarity = result.similarity
+        if result.vector is not None and result.status == "miss":
+            self._remember(ctx.request_id, result.vector)
+        if result.answer is None:
+            return None
+        try:
+            return Answer.from_dict(result.answer)
+        except Exception:  # an unreadable entry is a miss, never an error
+            log.warning("unreadable cache entry for %s; serving a miss", ctx.request_id)
+            ctx.cache_status, ctx.cache_similarity = "miss", None
+            return None
 
     async def store(self, ctx: RequestContext, answer: Answer) -> None:
-        return None
+        vector = self._vectors.pop(ctx.request_id, None)
+        settings = self.settings(ctx.route)
+        if self.cache is None or not settings.enabled or ctx.cache_control.no_store:
+            return
+        if not answer.cacheable():
+            return
+        await self.cache.store(cache_request(ctx, self.config), answer.to_dict(), settings,
+                               vector=vector)
+
+    def _remember(self, request_id: str, vector: np.ndarray) -> None:
+        self._vectors[request_id] = vector
+        while len(self._vectors) > _PENDING_VECTORS:
+            self._vectors.popitem(last=False)
 
     async def close(self) -> None:
-        return None
+        if self.cache is not None:
+            await self.cache.close()

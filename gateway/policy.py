@@ -28,7 +28,8 @@ class SemanticPolicy(_Section):
     max_temperature: float = Field(default=0.3, ge=0.0, le=2.0)
     context: Literal["full", "system", "none"] = "full"  # what must match before the last user turn
     allow_tools: bool = False
-    guard: bool = True
+    guard: bool = True  # verify candidates (numbers, entities, negation, antonyms, wording)
+    adaptive: bool = True  # per-entry bar: raised when a close neighbour is another question
 
 
 class CachePolicy(_Section):
@@ -42,6 +43,9 @@ class WindowPolicy(_Section):
     dropped: Literal["drop", "summarize"] = "drop"
     summarizer: str | None = None  # upstream name; default: the route's upstream
     trim_middle: bool = False  # if system + last turn alone do not fit: trim instead of 413
+    summary_max_tokens: int = Field(default=256, ge=16)  # room kept for the summary
+    anchored: bool = True  # move the cut in coarse steps so the kept prefix stays byte-stable
+    low_water: float = Field(default=0.6, gt=0.0, le=1.0)  # share of the budget after a cut
 
 
 class CompressPolicy(_Section):
@@ -51,12 +55,17 @@ class CompressPolicy(_Section):
     methods: list[Literal["lossless", "select", "prune"]] = Field(
         default_factory=lambda: ["lossless", "select"]
     )
+    prefill_tokens_per_s: float | None = Field(default=None, gt=0)  # None: measured live
+    embeddings: bool = True  # rank passages with sentence embeddings as well as BM25
 
 
 class DecomposePolicy(_Section):
     enabled: bool = False
     max_parts: int = Field(default=6, ge=2, le=32)
     map_reduce: bool = False
+    context_tokens: int | None = Field(default=None, gt=0)  # map-reduce above this; None:
+    # the engine's context length for engine upstreams, else 8192
+    map_max_tokens: int = Field(default=256, ge=16)  # answer length of each map call
 
 
 class RoutePolicy(_Section):

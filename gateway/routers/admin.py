@@ -1,5 +1,119 @@
-"""Cache admin API (placeholder until the cache helper lands it)."""
+"""Cache admin API (`Authorization: Bearer <admin_key>`): curated entries, purge, stats.
 
-from fastapi import APIRouter
+Curated entries are stored exactly as the route would store its own answer to those
+messages (same keys, same partition), in both caches, so companies can preload FAQ answers.
+"""
 
-router = APIRouter(prefix="/admin", tags=["admin"])
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, Field, ValidationError
+
+from cache.keys import exact_key
+from engine.protocol import APIError, ChatCompletionRequest, ChatMessage, Usage
+from gateway.auth import require_admin
+from gateway.cache_stage import CacheStage, cache_request
+from gateway.context import Answer, RequestContext
+from gateway.errors import from_pydantic
+
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+
+
+class CuratedEntry(BaseModel):
+    route: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    response: str | dict[str, Any]  # the answer text, or a chat.completion / Answer object
+    namespace: str | None = None
+    tenant: str | None = None  # the tenant whose requests it serves (None: open gateway)
+    ttl_s: float | None = Field(default=None, gt=0)
+    params: dict[str, Any] = Field(default_factory=dict)  # sampling params to key it under
+
+
+def _stage(request: Request) -> CacheStage:
+    stage: CacheStage | None = getattr(request.app.state, "cache", None)
+    if stage is None or stage.cache is None:
+        raise APIError(409, "Caching is off on this gateway: enable a route's cache first",
+                       code="cache_disabled")
+    return stage
+
+
+def _answer(response: str | dict[str, Any], model: str) -> Answer:
+    if isinstance(response, str):
+        return Answer(kind="chat", model=model, content=response, finish_reason="stop",
+                      usage=Usage())
+    if "choices" in response:  # a chat.completion object
+        message = (response.get("choices") or [{}])[0].get("message") or {}
+        return Answer(kind="chat", model=model, content=message.get("content") or "",
+                      finish_reason="stop", usage=Usage())
+    return Answer.from_dict({"kind": "chat", "model": model, "finish_reason": "stop",
+                            **response})
+
+
+@router.post("/cache/entries")
+async def put_entry(request: Request) -> dict[str, Any]:
+    stage = _stage(request)
+    try:
+        entry = CuratedEntry.model_validate_json(await request.body())
+    except ValidationError as e:
+        raise from_pydantic(e) from None
+    route = request.app.state.config.route(entry.route)
+    if route is None:
+        raise APIError(404, f"Unknown route {entry.route!r}", param="route",
+                       code="route_not_found")
+    model = next((m for m in route.models if not any(c in m for c in "*?[")), route.name)
+    params = {k: v for k, v in entry.params.items() if k not in ("model", "messages")}
+    try:
+        body = ChatCompletionRequest(model=model, messages=entry.messages, **params)
+    except ValidationError as e:
+        raise from_pydantic(e) from None
+    ctx = RequestContext(request_id=f"admin-{uuid.uuid4().hex[:12]}", kind="chat", body=body,
+                         route=route, tenant=entry.tenant, namespace=entry.namespace)
+    req = cache_request(ctx, stage.config, namespace=entry.namespace)
+    answer = _answer(entry.response, model)
+    stored = await stage.cache.store(req, answer.to_dict(), stage.settings(route),
+                                     ttl_s=entry.ttl_s, source="admin", force=True)
+    if not stored:
+        raise APIError(503, "The cache store is unavailable; entry not stored",
+                       code="cache_unavailable")
+    return {"stored": True, "key": exact_key(req), "route": route.name,
+            "namespace": entry.namespace}
+
+
+@router.delete("/cache")
+async def purge(request: Request, route: str | None = None, namespace: str | None = None,
+                key: str | None = None) -> dict[str, Any]:
+    stage = _stage(request)
+    try:
+        deleted = await stage.cache.purge(route=route, namespace=namespace, key=key)
+    except Exception as e:  # store down: say so, do not pretend it worked
+        raise APIError(503, f"The cache store is unavailable: {e}",
+                       code="cache_unavailable") from None
+    return {"deleted": deleted, "route": route, "namespace": namespace, "key": key}
+
+
+@router.get("/cache/stats")
+async def stats(request: Request) -> dict[str, Any]:
+    stage = _stage(request)
+    cache = stage.cache
+    try:
+        entries: dict[str, int] | None = await cache.entry_counts()
+    except Exception:
+        entries = None  # store down: counters still answer
+    names = [route.name for route in request.app.state.config.routes]
+    for name in names:
+        cache.stats.get(name)  # every route appears, counted or not
+    counters = cache.stats.snapshot()
+    routes = {name: {"entries": entries.get(name, 0) if entries is not None else None,
+                     **counters[name]} for name in names}
+    return {
+        "store": "redis" if cache.backend.shared else "memory",
+        "store_available": getattr(cache.backend, "available", True),
+        "entries": sum(entries.values()) if entries is not None else None,
+        "semantic_index": {"entries": len(cache.semantic.index),
+                           "partitions": cache.semantic.index.partitions()},
+        "totals": cache.stats.totals(),
+        "routes": routes,
+    }

@@ -1,0 +1,145 @@
+"""Labelled-pairs evaluation of the semantic cache (fow-cache's JSONL format).
+
+Each pair runs against an empty cache through the real store/lookup path: `a` is asked
+first and its answer stored, then `b` is looked up. A served `b` is a true hit when
+`same_answer` is true, a false hit otherwise. `a`/`b` are questions (strings) or whole
+conversations (lists of {role, content} ending with the user turn). Embeddings are computed
+up front in batches with the real model, then handed to the cache by a lookup table.
+
+A fixed split by id hash keeps 30% of the pairs out of any tuning: `split="held_out"`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cache.keys import CacheRequest, query_text
+from cache.response_cache import ResponseCache
+from cache.settings import CacheSettings
+from cache.stores.memory import MemoryStore
+
+HELD_OUT_TENTHS = 3
+
+
+def is_held_out(pair_id: str) -> bool:
+    """The fixed held-out split: 30% of ids by sha1, never used for tuning."""
+    return int(hashlib.sha1(pair_id.encode()).hexdigest(), 16) % 10 < HELD_OUT_TENTHS
+
+
+def load_pairs(path: str | Path, split: str = "all") -> list[dict[str, Any]]:
+    """Pairs from a JSONL file (or every *.jsonl under a folder); split: all|held_out|train."""
+    p = Path(path)
+    files = sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]
+    pairs = [json.loads(line) for f in files for line in f.read_text().splitlines()
+             if line.strip()]
+    if split == "held_out":
+        return [x for x in pairs if is_held_out(str(x["id"]))]
+    if split == "train":
+        return [x for x in pairs if not is_held_out(str(x["id"]))]
+    return pairs
+
+
+@dataclass
+class EvalReport:
+    pairs: int = 0
+    true_hits: int = 0
+    should_hit: int = 0
+    false_hits: int = 0
+    traps: int = 0
+    by_category: dict[str, dict[str, Any]] = field(default_factory=dict)
+    false_hit_ids: list[str] = field(default_factory=list)
+
+    @property
+    def true_hit_rate(self) -> float:
+        return self.true_hits / self.should_hit if self.should_hit else 0.0
+
+    @property
+    def false_hit_rate(self) -> float:
+        return self.false_hits / self.traps if self.traps else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {"pairs": self.pairs, "true_hit_rate": round(self.true_hit_rate, 4),
+                "false_hit_rate": round(self.false_hit_rate, 4), "by_category": self.by_category}
+
+
+class _TableEmbedder:
+    """Serves precomputed embeddings; falls back to the real model for unseen text."""
+
+    def __init__(self, real, table: dict[str, np.ndarray]) -> None:
+        self.real, self.table = real, table
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        missing = [t for t in texts if t not in self.table]
+        if missing:
+            for t, v in zip(missing, await self.real.embed(missing), strict=True):
+                self.table[t] = v
+        return np.stack([self.table[t] for t in texts])
+
+
+def _request(side: str | list[dict[str, Any]], settings: CacheSettings) -> CacheRequest:
+    messages = [{"role": "user", "content": side}] if isinstance(side, str) else list(side)
+    return CacheRequest(route=settings.route, model="eval", messages=messages,
+                        params={"temperature": 0})
+
+
+def _category(pair: dict[str, Any]) -> str:
+    return str(pair.get("category") or pair.get("subtype") or "uncategorised")
+
+
+async def evaluate(pairs: list[dict[str, Any]], settings: CacheSettings,
+                   embedder=None) -> EvalReport:
+    """Run every pair through a fresh in-memory cache configured by `settings`."""
+    if embedder is None:
+        from cache.embedder import Embedder
+
+        embedder = Embedder.shared()
+    settings = replace(settings, semantic_enabled=True, exact_enabled=False)
+    texts = sorted({query_text(_request(p[s], settings)) or "" for p in pairs for s in "ab"})
+    vectors = await asyncio.to_thread(embedder.embed_sync, texts) if texts else []
+    table = _TableEmbedder(embedder, dict(zip(texts, vectors, strict=True)))
+    report = EvalReport()
+    groups: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    same: dict[str, bool] = {}
+    for pair in pairs:
+        cache = ResponseCache(MemoryStore(), embedder=table)
+        await cache.store(_request(pair["a"], settings), {"content": "cached"}, settings)
+        served = (await cache.lookup(_request(pair["b"], settings), settings)).status == "semantic"
+        cat = _category(pair)
+        groups[cat][0] += served
+        groups[cat][1] += 1
+        same[cat] = bool(pair["same_answer"])
+        report.pairs += 1
+        if pair["same_answer"]:
+            report.should_hit += 1
+            report.true_hits += served
+        else:
+            report.traps += 1
+            report.false_hits += served
+            if served:
+                report.false_hit_ids.append(str(pair["id"]))
+    report.by_category = {
+        cat: {"pairs": n, "served": k, "served_rate": round(k / n, 4), "same_answer": same[cat]}
+        for cat, (k, n) in sorted(groups.items())
+    }
+    return report
+
+
+def format_table(report: EvalReport, title: str = "") -> str:
+    lines = [title] if title else []
+    lines.append(f"{'category':<28}{'pairs':>7}{'served':>8}{'rate':>8}  kind")
+    for cat, row in report.by_category.items():
+        kind = "should hit" if row["same_answer"] else "trap (false hit if served)"
+        lines.append(f"{cat:<28}{row['pairs']:>7}{row['served']:>8}"
+                     f"{row['served_rate']:>8.1%}  {kind}")
+    lines.append(f"true-hit rate  {report.true_hit_rate:.1%} ({report.true_hits}/"
+                 f"{report.should_hit})   false-hit rate  {report.false_hit_rate:.1%} "
+                 f"({report.false_hits}/{report.traps})")
+    return "\n".join(lines)

@@ -1,0 +1,224 @@
+"""The guard: decides whether a cached question's answer also answers a new question.
+
+Cosine similarity alone cannot: "cancel my subscription" / "do NOT cancel my subscription"
+score 0.97+, above a true paraphrase. So a candidate passes only when it is close enough
+(the route's threshold) AND the two questions agree on everything that flips an answer:
+numbers and dates, named entities, negation, antonyms, and no content word of one is
+missing from the other without a synonym. Only when the questions differ in wording
+throughout (a reworded paraphrase) does a stricter similarity bar stand in for the word
+checks. The guard never raises; anything it cannot read is a rejection.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from cache.lexicon import (
+    CONTRACTIONS,
+    DATE_WORDS,
+    FILLER_PHRASES,
+    FILLERS,
+    FUNCTION_WORDS,
+    NEGATORS,
+    NUMBER_WORDS,
+    antonym_map,
+    synonym_map,
+)
+
+ANTONYMS = antonym_map()
+SYNONYMS = synonym_map()
+NEGATING_PREFIXES = ("non", "un", "dis", "in", "im", "ir", "il", "de", "anti")
+_TOKEN = re.compile(r"[a-z]+[0-9]*[a-z0-9]*|[0-9]+(?:\.[0-9]+)?[a-z]*")
+_ENTITY = re.compile(r"\b(?:[A-Z][a-zA-Z0-9'&.-]*|[a-zA-Z]*[0-9][a-zA-Z0-9]*)\b")
+
+
+@dataclass
+class Question:
+    """A question read once: its tokens, content words, numbers, entities, negations."""
+
+    text: str
+    tokens: list[str]
+    content: list[str]
+    numbers: list[str]
+    entities: set[str]
+    negations: int
+
+    @property
+    def stems(self) -> set[str]:
+        return {stem(w) for w in self.content}
+
+
+@dataclass
+class GuardConfig:
+    reword_threshold: float = 0.86  # similarity that stands in for word checks (reworded)
+    max_unmatched: int = 0  # content words of one side with no match in the other
+    lexical_floor: float = 0.5  # similarity enough when the words match (typos, fillers)
+    reword_share: float = 0.5  # unmatched share of content words that makes a pair "reworded"
+    fuzzy: bool = True  # tolerate typos (one edit in words of 5+ letters)
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    reason: str = "ok"
+    details: dict = field(default_factory=dict)
+
+
+_FILLER_PHRASE = re.compile(r"\b(?:" + "|".join(FILLER_PHRASES) + r")\b")
+
+
+def normalize(text: str) -> str:
+    t = text.replace("\u2019", "'").replace("\u2018", "'").lower()
+    t = _FILLER_PHRASE.sub(" ", t)
+    for k, v in CONTRACTIONS.items():
+        t = t.replace(k, v)
+    t = re.sub(r"(?<=\d),(?=\d{3})", "", t)  # 2,000 -> 2000
+    return t
+
+
+def stem(word: str) -> str:
+    """A crude suffix stripper: enough to match 'cancelled'/'cancel', 'accounts'/'account'."""
+    for suffix in ("ations", "ation", "ings", "ing", "edly", "ied", "ies", "ed", "es", "s",
+                   "ly"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    if len(word) > 3 and word[-1] == word[-2]:  # cancell -> cancel
+        word = word[:-1]
+    return word
+
+
+def read(text: str) -> Question:
+    norm = normalize(text)
+    tokens = [t for t in _TOKEN.findall(norm)]
+    while tokens and tokens[0] in FILLERS:
+        tokens.pop(0)
+    while tokens and tokens[-1] in FILLERS:
+        tokens.pop()
+    numbers = sorted(_number(t) for t in tokens if _number(t) is not None)
+    content = [t for t in tokens if t not in FUNCTION_WORDS and t not in FILLERS
+               and t not in NEGATORS and _number(t) is None]
+    return Question(
+        text=text, tokens=tokens, content=content, numbers=numbers,
+        entities=_entities(text), negations=sum(t in NEGATORS for t in tokens),
+    )
+
+
+def _number(token: str) -> str | None:
+    if token in NUMBER_WORDS:
+        return f"{NUMBER_WORDS[token]:g}"
+    m = re.match(r"^([0-9]+(?:\.[0-9]+)?)([a-z]*)$", token)
+    if m:
+        unit = m.group(2)
+        unit = "" if unit in ("st", "nd", "rd", "th", "s") else unit
+        return f"{float(m.group(1)):g}{unit}"
+    return None
+
+
+def _entities(text: str) -> set[str]:
+    """Capitalised words not at a sentence start, acronyms, words with digits."""
+    out: set[str] = set()
+    sentences = re.split(r"(?<=[.?!])\s+", text.strip())
+    for sentence in sentences:
+        for i, m in enumerate(_ENTITY.finditer(sentence)):
+            word = m.group(0).strip(".'").removesuffix("'s")
+            if "'" in word or not word or word.lower() in FUNCTION_WORDS or word.lower() in FILLERS:
+                continue
+            if word == "I" or (i == 0 and m.start() == 0 and not word[1:].isupper()
+                               and not any(c.isdigit() for c in word)):
+                continue
+            out.add(word.lower())
+    return out
+
+
+def _typo(a: str, b: str) -> bool:
+    """One edit (insert, delete, substitute, swap) between words of 5+ letters."""
+    if max(len(a), len(b)) < 5 or min(len(a), len(b)) < 4 or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+def _opposite(a: str, b: str) -> bool:
+    if b in ANTONYMS.get(a, ()):
+        return True
+    for x, y in ((a, b), (b, a)):
+        for p in NEGATING_PREFIXES:
+            if x == p + y or x == p + "-" + y:
+                return True
+    if a.startswith("in") and b.startswith("ex") and a[2:] == b[2:]:
+        return True
+    return b.startswith("in") and a.startswith("ex") and a[2:] == b[2:]
+
+
+def _matched(word: str, other: Question, fuzzy: bool) -> bool:
+    s = stem(word)
+    for w in other.content:
+        if w == word or stem(w) == s or w in SYNONYMS.get(word, ()):
+            return True
+        if fuzzy and _typo(w, word):
+            return True
+    return False
+
+
+def _order(q: Question) -> list[str]:
+    """Named entities in reading order (catches "from MySQL to Postgres" vs the reverse)."""
+    return [t for t in q.tokens if t in q.entities]
+
+
+class Guard:
+    """`check(cached_text, new_text, similarity) -> Verdict`; never raises."""
+
+    def __init__(self, config: GuardConfig | None = None) -> None:
+        self.config = config or GuardConfig()
+
+    def check(self, cached: str, new: str, similarity: float,
+              threshold: float | None = None) -> Verdict:
+        """`threshold`: the similarity a reworded question needs (default: the config's)."""
+        bar = self.config.reword_threshold if threshold is None else threshold
+        try:
+            return self._check(read(cached), read(new), similarity, bar)
+        except Exception as exc:  # a guard that cannot decide rejects
+            return Verdict(False, "guard_error", {"error": repr(exc)})
+
+    def _check(self, a: Question, b: Question, similarity: float, bar: float) -> Verdict:
+        if a.numbers != b.numbers:
+            return Verdict(False, "numbers", {"a": a.numbers, "b": b.numbers})
+        if a.negations != b.negations:
+            return Verdict(False, "negation")
+        only_a = set(a.tokens) - set(b.tokens)
+        only_b = set(b.tokens) - set(a.tokens)
+        for x in only_a:
+            for y in only_b:
+                if _opposite(x, y):
+                    return Verdict(False, "antonym", {"a": x, "b": y})
+        dates_a = {t for t in a.tokens if t in DATE_WORDS}
+        dates_b = {t for t in b.tokens if t in DATE_WORDS}
+        if {stem(d) for d in dates_a} != {stem(d) for d in dates_b}:
+            return Verdict(False, "dates", {"a": sorted(dates_a), "b": sorted(dates_b)})
+        fuzzy = self.config.fuzzy
+        words_a = {t for t in a.tokens}
+        words_b = {t for t in b.tokens}
+        for ent in a.entities ^ b.entities:
+            other = words_b if ent in a.entities else words_a
+            if ent not in other and not any(_typo(ent, w) for w in other):
+                return Verdict(False, "entity", {"entity": ent})
+        missing_a = [w for w in a.content if not _matched(w, b, fuzzy)]
+        missing_b = [w for w in b.content if not _matched(w, a, fuzzy)]
+        unmatched = len(set(missing_a)) + len(set(missing_b))
+        if unmatched <= self.config.max_unmatched:
+            if _order(a) != _order(b) and sorted(_order(a)) == sorted(_order(b)):
+                return Verdict(False, "order")
+            if similarity >= self.config.lexical_floor:
+                return Verdict(True, "ok", {"unmatched": unmatched})
+            return Verdict(False, "similarity")
+        share = unmatched / max(1, len(set(a.content)) + len(set(b.content)))
+        if share >= self.config.reword_share and similarity >= bar:
+            return Verdict(True, "reworded", {"unmatched": unmatched})
+        return Verdict(False, "content", {"a": sorted(set(missing_a)),
+                                          "b": sorted(set(missing_b))})

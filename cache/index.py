@@ -1,0 +1,157 @@
+"""The semantic cache's vector index: one faiss index per partition, with TTL expiry.
+
+Small partitions use exact inner-product search (`IndexFlatIP`); a partition that grows
+past `approx_after` vectors is rebuilt as an HNSW graph (`IndexHNSWFlat`), whose search
+cost grows far slower. HNSW cannot delete, so removals there are tombstones filtered from
+results, and the partition is rebuilt once tombstones pass a quarter of it. Entries leave
+the index when their TTL passes (a heap of expiry times, swept on every call).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass
+
+import faiss
+import numpy as np
+
+APPROX_AFTER = 20_000  # measured in bench/cache_bench.py: flat search passes ~1 ms near here
+
+
+@dataclass
+class IndexedEntry:
+    key: str
+    partition: str
+    question: str
+    expires_at: float
+    threshold: float | None = None  # per-entry bar, raised when a close neighbour differs
+
+
+@dataclass
+class Neighbour:
+    entry: IndexedEntry
+    similarity: float
+
+
+class _Partition:
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.flat = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+        self.hnsw: faiss.IndexHNSWFlat | None = None
+        self.hnsw_ids: np.ndarray = np.zeros(0, dtype=np.int64)  # hnsw row -> id
+        self.dead: set[int] = set()
+
+    @property
+    def size(self) -> int:
+        return self.flat.ntotal
+
+    def add(self, ident: int, vec: np.ndarray) -> None:
+        self.flat.add_with_ids(vec.reshape(1, -1), np.array([ident], dtype=np.int64))
+        if self.hnsw is not None:
+            self.hnsw.add(vec.reshape(1, -1))
+            self.hnsw_ids = np.append(self.hnsw_ids, ident)
+
+    def remove(self, ident: int) -> None:
+        self.flat.remove_ids(np.array([ident], dtype=np.int64))
+        if self.hnsw is not None:
+            self.dead.add(ident)
+            if len(self.dead) * 4 > len(self.hnsw_ids):
+                self.hnsw = None  # rebuilt on the next search if still large
+
+    def search(self, vec: np.ndarray, k: int, approx_after: int) -> list[tuple[int, float]]:
+        if self.size == 0:
+            return []
+        q = vec.reshape(1, -1)
+        if self.size >= approx_after:
+            if self.hnsw is None:
+                self._build_hnsw()
+            assert self.hnsw is not None
+            sims, rows = self.hnsw.search(q, k + len(self.dead))
+            hits = [(int(self.hnsw_ids[r]), float(s)) for r, s in zip(rows[0], sims[0], strict=True)
+                    if r >= 0 and int(self.hnsw_ids[r]) not in self.dead]
+            return hits[:k]
+        sims, ids = self.flat.search(q, min(k, self.size))
+        return [(int(i), float(s)) for i, s in zip(ids[0], sims[0], strict=True) if i >= 0]
+
+    def _build_hnsw(self) -> None:
+        ids = faiss.vector_to_array(self.flat.id_map).astype(np.int64)
+        vecs = self.flat.index.reconstruct_n(0, self.flat.ntotal)
+        self.hnsw = faiss.IndexHNSWFlat(self.dim, 32, faiss.METRIC_INNER_PRODUCT)
+        self.hnsw.hnsw.efSearch = 64
+        self.hnsw.add(vecs)
+        self.hnsw_ids, self.dead = ids, set()
+
+
+class VectorIndex:
+    """Partition -> faiss index of entry vectors; ids map to `IndexedEntry`s."""
+
+    def __init__(self, dim: int = 384, approx_after: int = APPROX_AFTER) -> None:
+        self.dim, self.approx_after = dim, approx_after
+        self._parts: dict[str, _Partition] = {}
+        self._entries: dict[int, IndexedEntry] = {}
+        self._ids: dict[str, int] = {}  # key -> id
+        self._expiry: list[tuple[float, int]] = []
+        self._next_id = 1
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._ids
+
+    def add(self, entry: IndexedEntry, vector: np.ndarray) -> None:
+        """Add (or replace) `entry.key`; an already-expired entry is ignored."""
+        if entry.expires_at <= time.time():
+            return
+        self.remove(entry.key)
+        ident, self._next_id = self._next_id, self._next_id + 1
+        vec = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
+        part = self._parts.setdefault(entry.partition, _Partition(self.dim))
+        part.add(ident, vec)
+        self._entries[ident] = entry
+        self._ids[entry.key] = ident
+        heapq.heappush(self._expiry, (entry.expires_at, ident))
+
+    def remove(self, key: str) -> bool:
+        ident = self._ids.pop(key, None)
+        if ident is None:
+            return False
+        entry = self._entries.pop(ident)
+        part = self._parts.get(entry.partition)
+        if part is not None:
+            part.remove(ident)
+            if part.size == 0:
+                del self._parts[entry.partition]
+        return True
+
+    def get(self, key: str) -> IndexedEntry | None:
+        ident = self._ids.get(key)
+        return self._entries.get(ident) if ident is not None else None
+
+    def search(self, partition: str, vector: np.ndarray, k: int = 4) -> list[Neighbour]:
+        """The `k` nearest live entries of `partition`, most similar first."""
+        self.expire()
+        part = self._parts.get(partition)
+        if part is None:
+            return []
+        vec = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
+        found = part.search(vec, k, self.approx_after)
+        return [Neighbour(self._entries[i], s) for i, s in found if i in self._entries]
+
+    def expire(self, now: float | None = None) -> int:
+        """Drop entries whose TTL has passed; returns how many left."""
+        now = time.time() if now is None else now
+        dropped = 0
+        while self._expiry and self._expiry[0][0] <= now:
+            _, ident = heapq.heappop(self._expiry)
+            entry = self._entries.get(ident)
+            if entry is not None and entry.expires_at <= now:
+                dropped += self.remove(entry.key)
+        return dropped
+
+    def clear(self) -> None:
+        self.__init__(self.dim, self.approx_after)  # type: ignore[misc]
+
+    def partitions(self) -> int:
+        return len(self._parts)

@@ -1,0 +1,157 @@
+"""Canonical requests: the exact-cache key, the semantic partition and the context hash.
+
+A request reaches the cache as plain data (`CacheRequest`): messages as dicts, the sampling
+parameters as a dict. The exact key hashes everything that can change the answer, in a
+canonical JSON form (sorted keys, no whitespace, no unset fields), so field order and JSON
+formatting never change it while any answer-changing field always does. The semantic cache
+embeds only the last user turn; what comes before it is hashed into the partition, so two
+different conversations never share an entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ContextMode = Literal["full", "system", "none"]
+
+# Fields that never change the answer (transport, accounting, our own extensions).
+NON_ANSWER_FIELDS = frozenset({
+    "stream", "stream_options", "user", "session_id", "cache", "metadata", "store",
+    "service_tier", "messages", "prompt", "model",
+})
+# Sampling knobs: the semantic cache serves only near-greedy requests (temperature at or
+# under the route's limit) and only complete answers, so these do not split its partitions.
+SAMPLING_FIELDS = frozenset({
+    "temperature", "top_p", "top_k", "seed", "max_tokens", "max_completion_tokens",
+    "presence_penalty", "frequency_penalty", "n",
+})
+# Values equal to the API's defaults are dropped, so sending a default changes nothing.
+DEFAULT_VALUES = {"n": 1, "echo": False, "logprobs": False}
+# Temperature at or under which sampling is treated as deterministic enough to cache.
+DEFAULT_TEMPERATURE = 1.0
+
+
+@dataclass
+class CacheRequest:
+    """What the caches need to know about one request (no HTTP, no pydantic)."""
+
+    route: str
+    model: str
+    messages: list[dict[str, Any]] = field(default_factory=list)  # chat; [] for completions
+    prompt: str | list[int] | None = None  # legacy completions
+    params: dict[str, Any] = field(default_factory=dict)  # every other body field
+    tenant: str | None = None
+    namespace: str | None = None
+    kind: Literal["chat", "completion"] = "chat"
+
+    @property
+    def temperature(self) -> float:
+        t = self.params.get("temperature")
+        return DEFAULT_TEMPERATURE if t is None else float(t)
+
+    @property
+    def has_tools(self) -> bool:
+        return bool(self.params.get("tools")) or any(
+            m.get("tool_calls") or m.get("role") in ("tool", "function") for m in self.messages
+        )
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, `None` members dropped from objects."""
+    return json.dumps(_drop_none(value), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False, default=str)
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode("utf-8"))
+        h.update(b"\x1f")
+    return h.hexdigest()
+
+
+def answer_params(req: CacheRequest) -> dict[str, Any]:
+    """The body fields that change the answer (sampling, tools, format, limits...)."""
+    params = {k: v for k, v in req.params.items() if k not in NON_ANSWER_FIELDS and v is not None
+              and not (k in DEFAULT_VALUES and v == DEFAULT_VALUES[k])}
+    if "max_completion_tokens" in params:  # two spellings of one limit
+        params["max_tokens"] = params.pop("max_completion_tokens")
+    if isinstance(params.get("stop"), str):
+        params["stop"] = [params["stop"]]
+    return params
+
+
+def canonical_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A message with its role and every field; list content keeps its parts in order."""
+    return {k: v for k, v in message.items() if v is not None}
+
+
+def scope(req: CacheRequest) -> list[str]:
+    """Who may share an entry: tenant, namespace, route, model, request kind."""
+    return [req.tenant or "", req.namespace or "", req.route, req.model, req.kind]
+
+
+def exact_key(req: CacheRequest) -> str:
+    """sha256 of the canonical request: every message, every answer-changing field, scope."""
+    body = {
+        "messages": [canonical_message(m) for m in req.messages],
+        "prompt": req.prompt,
+        "params": answer_params(req),
+    }
+    return _digest("exact", *scope(req), canonical_json(body))
+
+
+def message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+
+
+def last_user_index(messages: list[dict[str, Any]]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "user":
+            return i
+    return None
+
+
+def query_text(req: CacheRequest) -> str | None:
+    """The text the semantic cache embeds: the last user turn (or the prompt string)."""
+    if req.kind == "completion":
+        return req.prompt if isinstance(req.prompt, str) else None
+    i = last_user_index(req.messages)
+    if i is None or i != len(req.messages) - 1:
+        return None  # the request does not end with a user turn (e.g. a tool result)
+    return message_text(req.messages[i])
+
+
+def context_hash(req: CacheRequest, mode: ContextMode = "full") -> str:
+    """Hash of what precedes the last user turn: all of it, only system prompts, or nothing."""
+    i = last_user_index(req.messages)
+    before = req.messages[:i] if i is not None else list(req.messages)
+    if mode == "system":
+        before = [m for m in before if m.get("role") in ("system", "developer")]
+    elif mode == "none":
+        before = []
+    return _digest("context", canonical_json([canonical_message(m) for m in before]))
+
+
+def partition_key(req: CacheRequest, mode: ContextMode = "full") -> str:
+    """The semantic partition: scope + the params that shape an answer (tools, format, stop)
+    + the context hash."""
+    shaping = {k: v for k, v in answer_params(req).items() if k not in SAMPLING_FIELDS}
+    return _digest("partition", *scope(req), canonical_json(shaping),
+                   context_hash(req, mode))[:32]

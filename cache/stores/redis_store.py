@@ -1,0 +1,193 @@
+"""The Redis store: entries shared by every gateway replica, with TTLs.
+
+Layout (prefix `hs:` by default):
+  hs:e:{key}  hash {meta: json, answer: json, vec: base64 float32}; expires with the entry
+  hs:ix       stream of index events (put/del) that replicas replay to keep their local
+              semantic index in step; trimmed to about `feed_maxlen` events
+A replica builds its index from a scan of the entries at start and after any outage, then
+polls the stream. Redis down or slow: short socket timeouts, every failure raises
+`StoreUnavailable` (the caches serve a miss), one log line per outage, and a short back-off
+during which calls fail fast instead of waiting on a dead socket. redis-py reconnects on its
+own when Redis returns.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from cache.stores.base import (
+    CacheEntry,
+    IndexEvent,
+    StoreUnavailable,
+    vector_from_str,
+    vector_to_str,
+)
+
+log = logging.getLogger("headstart.cache")
+
+
+class RedisStore:
+    shared = True
+
+    def __init__(self, client: aioredis.Redis, prefix: str = "hs:", retry_after_s: float = 0.5,
+                 feed_maxlen: int = 200_000) -> None:
+        self.client, self.prefix = client, prefix
+        self.retry_after_s, self.feed_maxlen = retry_after_s, feed_maxlen
+        self.errors = 0
+        self._down_until = 0.0
+        self._down = False
+        self._cursor: str | None = None  # last stream id replayed; None: reload needed
+
+    @classmethod
+    async def open(cls, url: str, *, timeout_s: float = 0.25, prefix: str = "hs:",
+                   **options: Any) -> RedisStore:
+        client = aioredis.from_url(
+            url, decode_responses=True, socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0),
+            retry_on_timeout=False, health_check_interval=0)
+        return cls(client, prefix=prefix, **options)
+
+    @property
+    def available(self) -> bool:
+        return not self._down
+
+    def _ekey(self, key: str) -> str:
+        return f"{self.prefix}e:{key}"
+
+    @property
+    def _feed(self) -> str:
+        return f"{self.prefix}ix"
+
+    async def _call(self, fn):
+        """Run `fn()` (a coroutine factory) against Redis; failures become StoreUnavailable."""
+        if self._down and time.monotonic() < self._down_until:
+            raise StoreUnavailable("redis unavailable (backing off)")
+        try:
+            result = await fn()
+        except (RedisError, OSError, TimeoutError) as exc:
+            self.errors += 1
+            self._cursor = None  # the index may have missed events: reload when back
+            if not self._down:
+                log.warning("cache: redis unavailable (%s); serving misses until it returns",
+                            exc.__class__.__name__)
+            self._down = True
+            self._down_until = time.monotonic() + self.retry_after_s
+            raise StoreUnavailable(str(exc)) from exc
+        if self._down:
+            log.warning("cache: redis is back")
+            self._down = False
+        return result
+
+    # ------------------------------------------------------------------ entries
+
+    async def get(self, key: str) -> CacheEntry | None:
+        meta, answer = await self._call(lambda: self.client.hmget(self._ekey(key),
+                                                                  ["meta", "answer"]))
+        if not meta or not answer:
+            return None
+        return CacheEntry.from_meta(json.loads(meta), json.loads(answer))
+
+    async def put(self, entry: CacheEntry) -> None:
+        mapping = {"meta": json.dumps(entry.meta()), "answer": json.dumps(entry.answer)}
+        if entry.vector is not None:
+            mapping["vec"] = vector_to_str(entry.vector)
+
+        async def write() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hset(self._ekey(entry.key), mapping=mapping)
+            pipe.pexpireat(self._ekey(entry.key), int(entry.expires_at * 1000))
+            if entry.partition and entry.vector is not None:
+                pipe.xadd(self._feed, _event_fields(IndexEvent.of(entry)),
+                          maxlen=self.feed_maxlen, approximate=True)
+            await pipe.execute()
+
+        await self._call(write)
+
+    async def delete(self, keys: list[str]) -> int:
+        if not keys:
+            return 0
+
+        async def remove() -> int:
+            pipe = self.client.pipeline(transaction=False)
+            for k in keys:
+                pipe.delete(self._ekey(k))
+                pipe.xadd(self._feed, {"op": "del", "key": k}, maxlen=self.feed_maxlen,
+                          approximate=True)
+            results = await pipe.execute()
+            return sum(int(r) for r in results[0::2])
+
+        return await self._call(remove)
+
+    async def metas(self) -> list[dict[str, Any]]:
+        rows = await self._scan(["meta"])
+        return [json.loads(r[0]) for _, r in rows if r[0]]
+
+    async def _scan(self, fields: list[str]) -> list[tuple[str, list[str | None]]]:
+        async def scan() -> list[tuple[str, list[str | None]]]:
+            names = [k async for k in self.client.scan_iter(match=self._ekey("*"), count=1000)]
+            out = []
+            for i in range(0, len(names), 1000):
+                pipe = self.client.pipeline(transaction=False)
+                for name in names[i:i + 1000]:
+                    pipe.hmget(name, fields)
+                out += list(zip(names[i:i + 1000], await pipe.execute(), strict=True))
+            return out
+
+        return await self._call(scan)
+
+    # ------------------------------------------------------------------ index feed
+
+    async def index_snapshot(self) -> list[IndexEvent]:
+        last = await self._call(lambda: self.client.xrevrange(self._feed, count=1))
+        cursor = last[0][0] if last else "0-0"
+        now = time.time()
+        events = []
+        for _, (meta_s, vec_s) in await self._scan(["meta", "vec"]):
+            if not meta_s or not vec_s:
+                continue
+            meta = json.loads(meta_s)
+            if meta.get("partition") and (meta.get("semantic_expires_at") or 0) > now:
+                events.append(IndexEvent("put", meta["key"], meta["partition"], meta["question"],
+                                         vector_from_str(vec_s), meta["semantic_expires_at"]))
+        self._cursor = cursor
+        return events
+
+    async def index_changes(self) -> list[IndexEvent] | None:
+        if self._cursor is None:
+            return None
+        cursor = self._cursor
+        reply = await self._call(lambda: self.client.xread({self._feed: cursor}, count=1000))
+        events: list[IndexEvent] = []
+        for _, items in reply or []:
+            for ident, fields in items:
+                events.append(_event_from_fields(fields))
+                cursor = ident
+        if self._cursor is not None:  # an outage during the read resets it: keep the reset
+            self._cursor = cursor
+        return events
+
+    async def close(self) -> None:
+        try:
+            await self.client.aclose()
+        except Exception:  # closing a dead connection is not worth an error
+            pass
+
+
+def _event_fields(event: IndexEvent) -> dict[str, str]:
+    return {"op": event.op, "key": event.key, "partition": event.partition or "",
+            "question": event.question or "", "exp": repr(event.expires_at or 0.0),
+            "vec": vector_to_str(event.vector) if event.vector is not None else ""}
+
+
+def _event_from_fields(fields: dict[str, str]) -> IndexEvent:
+    return IndexEvent(fields.get("op", "put"), fields["key"], fields.get("partition") or None,
+                      fields.get("question") or None, vector_from_str(fields.get("vec")),
+                      float(fields.get("exp") or 0.0))

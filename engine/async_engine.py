@@ -1,0 +1,148 @@
+"""The asyncio front of the engine: one background step loop, one async stream per request.
+
+`generate` validates on the caller's thread (bad input fails before anything is queued),
+hands the sequence to the step thread through an inbox, and yields the deltas the thread
+delivers with `loop.call_soon_threadsafe`. Leaving the loop early (break, cancellation,
+client gone) aborts the request and frees its KV blocks. A failing step fails only the
+requests in it; the loop keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from engine.config import EngineConfig
+from engine.llm_engine import LLMEngine, LoadedModel
+from engine.outputs import EngineStats, GenerationDelta
+from engine.sampling_params import SamplingParams
+from engine.sequence import Sequence
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Stream:
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue[GenerationDelta]
+
+
+class AsyncEngine:
+    """Serves many concurrent `generate` calls from one LLMEngine on one thread."""
+
+    def __init__(self, config: EngineConfig, loaded: LoadedModel | None = None) -> None:
+        self.engine = LLMEngine(config, loaded)
+        self.tokenizer = self.engine.tokenizer
+        self.model_name = self.engine.model_name
+        self.max_model_len = self.engine.max_model_len
+        self._streams: dict[str, _Stream] = {}
+        self._inbox: deque[Sequence | str] = deque()  # new sequences, or request ids to abort
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    async def generate(self, prompt: str | list[int], params: SamplingParams, *,
+                       request_id: str | None = None,
+                       session_id: str | None = None) -> AsyncIterator[GenerationDelta]:
+        """Stream the deltas of one request; raises InvalidRequest before queueing bad input."""
+        seq = self.engine.make_sequence(prompt, params, request_id, session_id)
+        if seq.request_id in self._streams:
+            raise ValueError(f"request id {seq.request_id!r} is already running")
+        stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
+        self._streams[seq.request_id] = stream
+        self._ensure_thread()
+        self._post(seq)
+        finished = False
+        try:
+            while not finished:
+                delta = await stream.queue.get()
+                finished = delta.finish_reason is not None
+                yield delta
+        finally:
+            self._streams.pop(seq.request_id, None)
+            if not finished:
+                self._post(seq.request_id)
+
+    def abort(self, request_id: str) -> None:
+        self._post(request_id)
+
+    def stats(self) -> EngineStats:
+        return self.engine.stats()
+
+    async def shutdown(self) -> None:
+        """Stop the step loop (requests still running are aborted)."""
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+            self._thread = None
+
+    # ------------------------------------------------------------ step thread
+
+    def _post(self, item: Sequence | str) -> None:
+        self._inbox.append(item)
+        self._wake.set()
+
+    def _ensure_thread(self) -> None:
+        with self._start_lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._stopping = False
+                self._thread = threading.Thread(target=self._run, name="engine-step-loop",
+                                                daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopping:
+            self._drain_inbox()
+            if not self.engine.has_unfinished():
+                self._wake.wait()
+                self._wake.clear()
+                continue
+            try:
+                deltas = self.engine.step()
+            except Exception as exc:  # a bug outside the model call: fail everyone in flight
+                log.exception("engine step loop error")
+                deltas = self._fail_all(f"{type(exc).__name__}: {exc}")
+            for delta in deltas:
+                self._deliver(delta)
+        for delta in self._fail_all("the engine is shutting down"):
+            self._deliver(delta)
+
+    def _drain_inbox(self) -> None:
+        while self._inbox:
+            item = self._inbox.popleft()
+            if isinstance(item, str):
+                self.engine.abort(item)
+            elif item.request_id not in self._streams:
+                continue  # its consumer left before the request reached the engine
+            else:
+                try:
+                    self.engine.add_sequence(item)
+                except ValueError as exc:
+                    self._deliver(self._error_delta(item, str(exc)))
+
+    def _deliver(self, delta: GenerationDelta) -> None:
+        stream = self._streams.get(delta.request_id)
+        if stream is None:
+            return
+        try:
+            stream.loop.call_soon_threadsafe(stream.queue.put_nowait, delta)
+        except RuntimeError:  # the consumer's event loop is closed
+            self.engine.abort(delta.request_id)
+
+    def _fail_all(self, error: str) -> list[GenerationDelta]:
+        deltas = []
+        for seq in list(self.engine.sequences.values()):
+            self.engine.abort(seq.request_id)
+            deltas.append(self._error_delta(seq, error))
+        return deltas
+
+    @staticmethod
+    def _error_delta(seq: Sequence, error: str) -> GenerationDelta:
+        return GenerationDelta(seq.request_id, "", [], "abort", seq.num_prompt_tokens,
+                               seq.num_cached_tokens, seq.num_output_tokens, error=error)

@@ -1,0 +1,203 @@
+"""Paged KV cache bookkeeping: block tables, prefix reuse by chained block hashes, eviction.
+
+Plain Python, no tensors: the runner owns the cache tensor, this class only decides which
+block ids a sequence writes to. A full block is identified by hash(parent hash, its token
+ids), so two requests sharing a prefix share the blocks of that prefix, and blocks filled
+by generated tokens are found again by the next turn of the conversation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from array import array
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass
+
+from engine.sequence import Sequence
+
+
+def hash_block(parent_hash: int | None, token_ids: Seq[int]) -> int:
+    """A stable 128-bit hash of a block's tokens chained to its parent's (same in every process)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update((parent_hash or 0).to_bytes(16, "little"))
+    h.update(array("q", token_ids).tobytes())
+    return int.from_bytes(h.digest(), "little")
+
+
+@dataclass
+class Block:
+    block_id: int
+    ref_count: int = 0
+    block_hash: int | None = None  # set once the block is full, computed and registered
+    session_id: str | None = None  # the session that last released it (kept for that session)
+
+
+@dataclass
+class KVCacheStats:
+    total: int
+    used: int  # referenced by a live sequence
+    cached: int  # unreferenced, holds a registered prefix, reusable until evicted
+    free: int  # holds nothing reusable
+
+
+class KVCacheManager:
+    """A pool of `num_blocks` blocks of `block_size` tokens; see the module docstring."""
+
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True,
+                 session_idle_s: float = 600.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.enable_prefix_caching = enable_prefix_caching
+        self.session_idle_s = session_idle_s
+        self.clock = clock
+        self.blocks = [Block(i) for i in range(num_blocks)]
+        self.free_ids: deque[int] = deque(range(num_blocks))
+        # Unreferenced registered blocks, least recently released first.
+        self.evictable: OrderedDict[int, None] = OrderedDict()
+        self.session_evictable: OrderedDict[int, None] = OrderedDict()
+        self.hash_to_block: dict[int, int] = {}
+        self.session_last_seen: dict[str, float] = {}
+
+    # ------------------------------------------------------------ prefix lookup
+
+    def compute_block_hashes(self, seq: Sequence) -> list[int]:
+        """Extend `seq.block_hashes` to cover every full block of its tokens."""
+        bs = self.block_size
+        for i in range(len(seq.block_hashes), seq.num_tokens // bs):
+            parent = seq.block_hashes[i - 1] if i else None
+            seq.block_hashes.append(hash_block(parent, seq.token_ids[i * bs:(i + 1) * bs]))
+        return seq.block_hashes
+
+    def find_cached_prefix(self, seq: Sequence) -> list[int]:
+        """Block ids holding the longest cached prefix of `seq`, leaving >= 1 token to compute."""
+        if not self.enable_prefix_caching:
+            return []
+        hashes = self.compute_block_hashes(seq)
+        limit = (seq.num_tokens - 1) // self.block_size
+        found: list[int] = []
+        for h in hashes[:limit]:
+            block_id = self.hash_to_block.get(h)
+            if block_id is None:
+                break
+            found.append(block_id)
+        return found
+
+    # ------------------------------------------------------------ allocation
+
+    @property
+    def num_allocatable(self) -> int:
+        return len(self.free_ids) + len(self.evictable) + len(self.session_evictable)
+
+    def allocate_slots(self, seq: Sequence, num_new_tokens: int,
+                       cached_blocks: Seq[int] = ()) -> bool:
+        """Give `seq` room for `num_new_tokens` more tokens, first adopting `cached_blocks`.
+
+        Returns False (changing nothing) when the pool cannot hold them.
+        """
+        bs = self.block_size
+        total_tokens = seq.num_computed_tokens + len(cached_blocks) * bs + num_new_tokens
+        num_needed = -(-total_tokens // bs) - len(seq.block_table) - len(cached_blocks)
+        reclaimable = sum(1 for b in cached_blocks if self.blocks[b].ref_count == 0)
+        if num_needed > self.num_allocatable - reclaimable:
+            return False
+        for block_id in cached_blocks:
+            self._acquire(block_id)
+        seq.block_table.extend(cached_blocks)
+        seq.num_computed_tokens += len(cached_blocks) * bs
+        if cached_blocks:  # adopted blocks are registered already
+            seq.num_committed_blocks = len(seq.block_table)
+        for _ in range(max(num_needed, 0)):
+            seq.block_table.append(self._take_block())
+        if seq.session_id is not None:
+            self.touch_session(seq.session_id)
+        return True
+
+    def cache_full_blocks(self, seq: Sequence) -> None:
+        """Register the blocks `seq` has completely computed so later requests can reuse them."""
+        if not self.enable_prefix_caching:
+            return
+        num_full = seq.num_computed_tokens // self.block_size
+        if num_full <= seq.num_committed_blocks:
+            return
+        hashes = self.compute_block_hashes(seq)
+        for i in range(seq.num_committed_blocks, num_full):
+            block = self.blocks[seq.block_table[i]]
+            if block.block_hash is None and hashes[i] not in self.hash_to_block:
+                block.block_hash = hashes[i]
+                self.hash_to_block[hashes[i]] = block.block_id
+        seq.num_committed_blocks = num_full
+
+    def free(self, seq: Sequence) -> None:
+        """Release every block of `seq`; registered ones stay reusable until evicted."""
+        for block_id in reversed(seq.block_table):  # tail first: evicted before the prefix
+            block = self.blocks[block_id]
+            block.ref_count -= 1
+            if block.ref_count > 0:
+                continue
+            if block.block_hash is None:
+                self.free_ids.append(block_id)
+                continue
+            if seq.session_id is not None:
+                block.session_id = seq.session_id
+            if block.session_id is not None:
+                self.session_evictable[block_id] = None
+            else:
+                self.evictable[block_id] = None
+        seq.block_table = []
+        seq.num_computed_tokens = 0
+        seq.num_committed_blocks = 0
+        if seq.session_id is not None:
+            self.touch_session(seq.session_id)
+
+    def touch_session(self, session_id: str) -> None:
+        """Mark a session active now: its released blocks are kept for `session_idle_s`."""
+        self.session_last_seen[session_id] = self.clock()
+
+    def stats(self) -> KVCacheStats:
+        cached = len(self.evictable) + len(self.session_evictable)
+        free = len(self.free_ids)
+        return KVCacheStats(total=self.num_blocks, used=self.num_blocks - cached - free,
+                            cached=cached, free=free)
+
+    # ------------------------------------------------------------ internals
+
+    def _acquire(self, block_id: int) -> None:
+        block = self.blocks[block_id]
+        if block.ref_count == 0:
+            self.evictable.pop(block_id, None)
+            self.session_evictable.pop(block_id, None)
+        block.ref_count += 1
+
+    def _take_block(self) -> int:
+        block_id = self.free_ids.popleft() if self.free_ids else self._evict()
+        self.blocks[block_id].ref_count = 1
+        return block_id
+
+    def _evict(self) -> int:
+        """Plain blocks first (LRU), then blocks of expired sessions, then live sessions (LRU)."""
+        if self.evictable:
+            block_id, _ = self.evictable.popitem(last=False)
+        else:
+            block_id = self._oldest_expired_session_block()
+            if block_id is None:
+                block_id, _ = self.session_evictable.popitem(last=False)
+            else:
+                del self.session_evictable[block_id]
+        block = self.blocks[block_id]
+        if block.block_hash is not None and self.hash_to_block.get(block.block_hash) == block_id:
+            del self.hash_to_block[block.block_hash]
+        block.block_hash = None
+        block.session_id = None
+        return block_id
+
+    def _oldest_expired_session_block(self) -> int | None:
+        now = self.clock()
+        for block_id in self.session_evictable:
+            sid = self.blocks[block_id].session_id
+            if now - self.session_last_seen.get(sid, float("-inf")) > self.session_idle_s:
+                return block_id
+        return None

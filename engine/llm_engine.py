@@ -1,0 +1,181 @@
+"""The synchronous engine: requests in, one `step()` at a time, deltas out.
+
+Ties the scheduler (who runs), the model runner (compute + sample), the detokenizer and
+the stop checker (what text to show, when to stop) together. Not thread-safe: the
+AsyncEngine drives it from a single background thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from engine.block_manager import KVCacheManager
+from engine.config import EngineConfig
+from engine.detokenizer import IncrementalDetokenizer
+from engine.errors import InvalidRequest
+from engine.model import LlamaModel
+from engine.model_config import ModelConfig
+from engine.model_runner import ModelRunner
+from engine.outputs import EngineStats, GenerationDelta, RequestOutput
+from engine.sampling_params import SamplingParams
+from engine.scheduler import Scheduler
+from engine.sequence import Sequence
+from engine.stop_checker import StopChecker
+from engine.tokenizer import Tokenizer
+from engine.weights import load_model
+
+log = logging.getLogger(__name__)
+
+LoadedModel = tuple[LlamaModel, Tokenizer, ModelConfig]
+
+
+class LLMEngine:
+    """add_request / step / abort / has_unfinished, plus `generate` for tests and scripts."""
+
+    def __init__(self, config: EngineConfig, loaded: LoadedModel | None = None) -> None:
+        self.config = config
+        model, self.tokenizer, self.model_config = loaded or load_model(
+            config.model, config.dtype, config.device)
+        self.model_name = config.model_name
+        self.runner = ModelRunner(model, self.model_config, config)
+        self.kv = KVCacheManager(self.runner.num_blocks, config.block_size,
+                                 config.enable_prefix_caching, config.session_idle_s)
+        self.scheduler = Scheduler(self.kv, config.max_num_seqs, config.max_num_batched_tokens)
+        # One sequence must always fit in the pool on its own, or it could never finish.
+        self.max_model_len = min(config.max_model_len or self.model_config.max_position_embeddings,
+                                 self.runner.num_blocks * config.block_size)
+        self.eos_token_ids = list(self.tokenizer.eos_token_ids)
+        self.sequences: dict[str, Sequence] = {}
+        self.prompt_tokens_total = 0
+        self.cached_tokens_total = 0
+        self.num_steps = 0
+
+    # ------------------------------------------------------------ requests
+
+    def make_sequence(self, prompt: str | list[int], params: SamplingParams,
+                      request_id: str | None = None, session_id: str | None = None) -> Sequence:
+        """Validate and tokenize a request without touching engine state (safe from any thread)."""
+        params.validate()
+        if isinstance(prompt, str):
+            token_ids = self.tokenizer.encode(prompt)
+        else:
+            token_ids = list(prompt)
+            vocab = self.model_config.vocab_size
+            if any(not isinstance(t, int) or not 0 <= t < vocab for t in token_ids):
+                raise InvalidRequest(f"prompt token ids must be in [0, {vocab})", "prompt")
+        if not token_ids:
+            raise InvalidRequest("the prompt is empty", "prompt")
+        if len(token_ids) > self.max_model_len - 1:
+            raise InvalidRequest(
+                f"the prompt has {len(token_ids)} tokens; this model's context is "
+                f"{self.max_model_len} tokens and at least one must be left to generate",
+                "prompt")
+        seq = Sequence(request_id or uuid.uuid4().hex, token_ids, params, session_id)
+        seq.detokenizer = IncrementalDetokenizer(self.tokenizer)
+        seq.stop_checker = StopChecker(params, self.eos_token_ids, self.max_model_len)
+        return seq
+
+    def add_sequence(self, seq: Sequence) -> None:
+        if seq.request_id in self.sequences:
+            raise InvalidRequest(f"request id {seq.request_id!r} is already running", "request_id")
+        self.sequences[seq.request_id] = seq
+        self.scheduler.add(seq)
+
+    def add_request(self, prompt: str | list[int], params: SamplingParams,
+                    request_id: str | None = None, session_id: str | None = None) -> str:
+        seq = self.make_sequence(prompt, params, request_id, session_id)
+        self.add_sequence(seq)
+        return seq.request_id
+
+    def abort(self, request_id: str) -> bool:
+        """Drop a request wherever it is; its blocks go back to the pool (cached ones stay)."""
+        self.sequences.pop(request_id, None)
+        return self.scheduler.abort(request_id) is not None
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    # ------------------------------------------------------------ stepping
+
+    def step(self) -> list[GenerationDelta]:
+        """Schedule, run the model once, and return a delta per sequence that got a token."""
+        out = self.scheduler.schedule()
+        if out.is_empty:
+            return []
+        self.num_steps += 1
+        try:
+            tokens = self.runner.run(out.scheduled)
+        except Exception as exc:  # fail this step's requests, keep the engine serving
+            log.exception("engine step failed")
+            return [self._fail(item.seq, f"{type(exc).__name__}: {exc}") for item in out.scheduled]
+        self.scheduler.update(out)
+        sampling = [item.seq for item in out.scheduled if item.samples]
+        return [self._append(seq, token) for seq, token in zip(sampling, tokens, strict=True)]
+
+    def _append(self, seq: Sequence, token: int) -> GenerationDelta:
+        seq.append_token(token)
+        first = seq.num_output_tokens == 1
+        if first:
+            self.prompt_tokens_total += seq.num_prompt_tokens
+            self.cached_tokens_total += seq.num_cached_tokens
+        checker: StopChecker = seq.stop_checker
+        reason = None
+        if checker.is_stop_token(token):
+            text, reason = checker.flush(), "stop"
+        else:
+            text, hit_stop = checker.feed_text(seq.detokenizer.add(token))
+            if hit_stop:
+                reason = "stop"
+            elif checker.length_reached(seq.num_output_tokens, seq.num_tokens):
+                text, reason = text + checker.flush(), "length"
+        if reason is not None:
+            self._finish(seq, reason)
+        return self._delta(seq, text, [token], reason, first)
+
+    def _fail(self, seq: Sequence, error: str) -> GenerationDelta:
+        self._finish(seq, "abort")
+        seq.error = error
+        delta = self._delta(seq, "", [], "abort", first=seq.num_output_tokens == 0)
+        delta.error = error
+        return delta
+
+    def _finish(self, seq: Sequence, reason: str) -> None:
+        self.scheduler.finish(seq, reason)
+        self.sequences.pop(seq.request_id, None)
+
+    def _delta(self, seq: Sequence, text: str, token_ids: list[int], reason: str | None,
+               first: bool) -> GenerationDelta:
+        return GenerationDelta(
+            request_id=seq.request_id, text=text, token_ids=token_ids, finish_reason=reason,
+            prompt_tokens=seq.num_prompt_tokens, cached_tokens=seq.num_cached_tokens,
+            completion_tokens=seq.num_output_tokens,
+            queue_time_s=seq.queue_time_s() if first else None,
+            ttft_s=seq.ttft_s() if first else None)
+
+    # ------------------------------------------------------------ conveniences
+
+    def generate(self, prompts: list[str | list[int]],
+                 params: SamplingParams | list[SamplingParams]) -> list[RequestOutput]:
+        """Run prompts to completion together (continuous batching), in input order."""
+        params_list = params if isinstance(params, list) else [params] * len(prompts)
+        ids = [self.add_request(p, sp) for p, sp in zip(prompts, params_list, strict=True)]
+        results = {i: RequestOutput(i, "", [], None, 0, 0) for i in ids}
+        while self.has_unfinished():
+            for delta in self.step():
+                result = results[delta.request_id]
+                result.text += delta.text
+                result.token_ids += delta.token_ids
+                result.finish_reason = delta.finish_reason
+                result.prompt_tokens = delta.prompt_tokens
+                result.cached_tokens = delta.cached_tokens
+        return [results[i] for i in ids]
+
+    def stats(self) -> EngineStats:
+        kv = self.kv.stats()
+        return EngineStats(
+            num_running=len(self.scheduler.running), num_waiting=len(self.scheduler.waiting),
+            kv_blocks_total=kv.total, kv_blocks_used=kv.used, kv_blocks_cached=kv.cached,
+            prompt_tokens_total=self.prompt_tokens_total,
+            cached_tokens_total=self.cached_tokens_total,
+            num_preemptions=self.scheduler.num_preemptions, num_steps=self.num_steps)

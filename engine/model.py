@@ -1,0 +1,129 @@
+"""Llama-family decoder (Llama, SmolLM, Mistral, Qwen2) running over the paged KV cache.
+
+Sizes come from `ModelConfig`; weights arrive with Hugging Face names from either loader
+and are fused here (one qkv matmul, one gate_up matmul), which pays on CPU.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from engine.attention import AttentionMetadata, AttentionPlan, paged_attention
+from engine.layers import RMSNorm, RotaryEmbedding, SwiGLU, apply_rope, rope_inv_freq
+from engine.model_config import ModelConfig
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.num_heads, self.num_kv_heads = config.num_heads, config.num_kv_heads
+        self.head_dim = config.head_dim
+        self.q_size = config.num_heads * config.head_dim
+        self.kv_size = config.num_kv_heads * config.head_dim
+        self.qkv_proj = nn.Linear(config.hidden_size, self.q_size + 2 * self.kv_size,
+                                  bias=config.attention_bias)
+        self.o_proj = nn.Linear(self.q_size, config.hidden_size, bias=False)
+        self.scale = config.head_dim ** -0.5
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, layer_cache: Tensor,
+                plan: AttentionPlan) -> Tensor:
+        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = apply_rope(q.view(-1, self.num_heads, self.head_dim), cos, sin)
+        k = apply_rope(k.view(-1, self.num_kv_heads, self.head_dim), cos, sin)
+        v = v.view(-1, self.num_kv_heads, self.head_dim)
+        out = paged_attention(q, k, v, layer_cache, plan, self.scale)
+        return self.o_proj(out.reshape(-1, self.q_size))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = LlamaAttention(config)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = SwiGLU(config.hidden_size, config.intermediate_size)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, layer_cache: Tensor,
+                plan: AttentionPlan) -> Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, layer_cache, plan)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    """forward(input_ids[T], positions[T], meta, kv_cache) -> hidden[T, H]."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(config) for _ in range(config.num_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.lm_head = None if config.tie_word_embeddings else nn.Linear(
+            config.hidden_size, config.vocab_size, bias=False)
+        self.rotary = RotaryEmbedding(rope_inv_freq(config.head_dim, config.rope_theta,
+                                                    config.rope_scaling))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embed_tokens.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed_tokens.weight.device
+
+    def forward(self, input_ids: Tensor, positions: Tensor, meta: AttentionMetadata,
+                kv_cache: Tensor) -> Tensor:
+        plan = AttentionPlan.build(meta, kv_cache.shape[3], input_ids.device)
+        x = self.embed_tokens(input_ids)
+        cos, sin = self.rotary.cos_sin(positions, x.dtype)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, kv_cache[i], plan)
+        return self.norm(x)
+
+    def compute_logits(self, hidden: Tensor) -> Tensor:
+        """[N, H] -> float32 logits [N, vocab]."""
+        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(hidden, weight).float()
+
+    def set_rope_freq_factors(self, freq_factors: Tensor) -> None:
+        """Llama-3 GGUFs carry their rope scaling as a `rope_freqs` tensor."""
+        c = self.config
+        self.rotary = RotaryEmbedding(
+            rope_inv_freq(c.head_dim, c.rope_theta, None, freq_factors.float().cpu()))
+
+    @torch.no_grad()
+    def load_hf_weights(self, weights: dict[str, Tensor]) -> None:
+        """Copy Hugging Face-named tensors in, fusing q/k/v and gate/up; every weight must appear."""
+        own = dict(self.named_parameters())
+        fused: dict[str, list[Tensor | None]] = {}
+        seen: set[str] = set()
+        parts = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2),
+                 "gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1)}
+        for name, tensor in weights.items():
+            name = name.removeprefix("model.")
+            if "rotary_emb" in name:
+                continue
+            match = re.fullmatch(r"(layers\.\d+\.\w+\.)(\w+)\.(weight|bias)", name)
+            if match and match.group(2) in parts:
+                target, index = parts[match.group(2)]
+                key = f"{match.group(1)}{target}.{match.group(3)}"
+                fused.setdefault(key, [None] * (3 if target == "qkv_proj" else 2))[index] = tensor
+                continue
+            if name == "lm_head.weight" and self.lm_head is None:
+                continue
+            if name not in own:
+                raise KeyError(f"unexpected weight {name!r}")
+            own[name].copy_(tensor)
+            seen.add(name)
+        for key, pieces in fused.items():
+            if any(p is None for p in pieces):
+                raise KeyError(f"incomplete fused weight {key!r}")
+            own[key].copy_(torch.cat(pieces, dim=0))
+            seen.add(key)
+        missing = set(own) - seen
+        if missing:
+            raise KeyError(f"missing weights: {sorted(missing)[:5]}")

@@ -1,0 +1,238 @@
+"""OpenAI requests in, engine inputs out; engine deltas in, OpenAI objects out.
+
+Pure functions with no web framework, so the engine's own server and the gateway's
+in-process upstream turn requests and answers into each other the same way. Every
+problem with a request becomes an `APIError(400, ..., param=...)` before the engine
+sees it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine.protocol import (
+    APIError,
+    AssistantMessage,
+    ChatChoice,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    ChatMessage,
+    ChunkChoice,
+    Completion,
+    CompletionChoice,
+    CompletionRequest,
+    DeltaMessage,
+    Usage,
+    new_id,
+    now,
+)
+from engine.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from engine.outputs import GenerationDelta
+    from engine.tokenizer import Tokenizer
+
+
+@dataclass
+class EngineInput:
+    """What `AsyncEngine.generate` needs for one OpenAI request."""
+
+    prompt_ids: list[int]
+    params: SamplingParams
+    echo_text: str = ""  # legacy completions with `echo`: the prompt, sent before the answer
+
+
+# ---------------------------------------------------------------- requests
+
+
+def message_dict(message: ChatMessage) -> dict[str, Any]:
+    """A chat message as chat templates expect it (plain text content, `developer` as system)."""
+    role = "system" if message.role == "developer" else message.role
+    out: dict[str, Any] = {"role": role, "content": message.text()}
+    if message.name is not None:
+        out["name"] = message.name
+    if message.tool_calls:
+        out["tool_calls"] = [call.model_dump() for call in message.tool_calls]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def chat_prompt(request: ChatCompletionRequest, tokenizer: Tokenizer) -> str:
+    """The prompt text: the checkpoint's chat template over the messages (and tools)."""
+    messages = [message_dict(m) for m in request.messages]
+    try:
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                             tools=request.tools or None)
+    except Exception as exc:  # a template may reject a role order, e.g. two system messages
+        raise APIError(400, f"the chat template rejected the messages: {exc}",
+                       param="messages") from exc
+
+
+def sampling_params(request: ChatCompletionRequest | CompletionRequest, prompt_len: int,
+                    max_model_len: int) -> SamplingParams:
+    """SamplingParams from the request's fields; `max_tokens` defaults to the context left."""
+    room = max_model_len - prompt_len
+    asked = request.effective_max_tokens()
+    if asked is not None and asked > room:
+        raise APIError(
+            400,
+            f"This model's maximum context length is {max_model_len} tokens. However, you "
+            f"requested {prompt_len + asked} tokens ({prompt_len} in the prompt, {asked} in "
+            "the completion). Please reduce the prompt or the completion length.",
+            param="max_tokens", code="context_length_exceeded")
+    extra = request.model_extra or {}
+    params = SamplingParams(
+        max_tokens=asked if asked is not None else room,
+        temperature=1.0 if request.temperature is None else request.temperature,
+        top_p=1.0 if request.top_p is None else request.top_p,
+        top_k=-1 if request.top_k is None else request.top_k,
+        seed=request.seed,
+        stop=request.stop_list(),
+        stop_token_ids=_int_list(extra.get("stop_token_ids"), "stop_token_ids"),
+        ignore_eos=bool(extra.get("ignore_eos", False)),
+        presence_penalty=request.presence_penalty or 0.0,
+        frequency_penalty=request.frequency_penalty or 0.0,
+    )
+    try:
+        params.validate()
+    except ValueError as exc:
+        raise APIError(400, str(exc), param=getattr(exc, "param", None)) from exc
+    return params
+
+
+def chat_input(request: ChatCompletionRequest, tokenizer: Tokenizer,
+               max_model_len: int) -> EngineInput:
+    """Engine input for a chat request; the prompt must leave room for one new token."""
+    if request.logprobs:
+        raise APIError(400, "logprobs are not supported", param="logprobs")
+    ids = tokenizer.encode(chat_prompt(request, tokenizer), add_special_tokens=False)
+    _check_prompt_len(len(ids), max_model_len, "messages")
+    return EngineInput(ids, sampling_params(request, len(ids), max_model_len))
+
+
+def completion_input(request: CompletionRequest, tokenizer: Tokenizer,
+                     max_model_len: int) -> EngineInput:
+    """Engine input for a legacy completion (prompt text or token ids)."""
+    if request.suffix:
+        raise APIError(400, "suffix is not supported", param="suffix")
+    if isinstance(request.prompt, str):
+        ids = tokenizer.encode(request.prompt, add_special_tokens=True)
+    else:
+        ids = list(request.prompt)
+        if any(not 0 <= i < tokenizer.vocab_size for i in ids):
+            raise APIError(400, f"token ids must be in [0, {tokenizer.vocab_size})",
+                           param="prompt")
+    if not ids:
+        raise APIError(400, "prompt must not be empty", param="prompt")
+    _check_prompt_len(len(ids), max_model_len, "prompt")
+    echo = ""
+    if request.echo:
+        echo = request.prompt if isinstance(request.prompt, str) else tokenizer.decode(ids)
+    return EngineInput(ids, sampling_params(request, len(ids), max_model_len), echo)
+
+
+def _check_prompt_len(n: int, max_model_len: int, param: str) -> None:
+    if n >= max_model_len:
+        raise APIError(
+            400,
+            f"This model's maximum context length is {max_model_len} tokens. However, your "
+            f"prompt has {n} tokens, which leaves no room for the completion.",
+            param=param, code="context_length_exceeded")
+
+
+def _int_list(value: Any, param: str) -> list[int]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
+        raise APIError(400, f"{param} must be a list of integers", param=param)
+    return list(value)
+
+
+# ---------------------------------------------------------------- answers
+
+
+def usage_of(delta: GenerationDelta) -> Usage:
+    """Usage from a request's latest delta (its counters are cumulative)."""
+    return Usage.of(delta.prompt_tokens, delta.completion_tokens, delta.cached_tokens)
+
+
+async def stream_chat(deltas: AsyncIterator[GenerationDelta], *, model: str,
+                      include_usage: bool = False,
+                      completion_id: str | None = None) -> AsyncIterator[ChatCompletionChunk]:
+    """chat.completion.chunk objects: the role first, then text, then the finish reason;
+    with `include_usage`, a last chunk with no choices and the usage (as OpenAI does)."""
+    cid, created = completion_id or new_id("chatcmpl"), now()
+
+    def chunk(delta: DeltaMessage, finish: str | None = None) -> ChatCompletionChunk:
+        choice = ChunkChoice(delta=delta, finish_reason=finish)
+        return ChatCompletionChunk(id=cid, created=created, model=model, choices=[choice])
+
+    last = None
+    sent_role = False
+    async for delta in deltas:
+        last = delta
+        if not sent_role:
+            sent_role = True
+            yield chunk(DeltaMessage(role="assistant", content=""))
+        if delta.text or delta.finish_reason:
+            yield chunk(DeltaMessage(content=delta.text or None), delta.finish_reason)
+    if include_usage and last is not None:
+        yield ChatCompletionChunk(id=cid, created=created, model=model, choices=[],
+                                  usage=usage_of(last))
+
+
+async def collect_chat(deltas: AsyncIterator[GenerationDelta], *, model: str,
+                       completion_id: str | None = None) -> ChatCompletion:
+    """One non-streamed chat.completion from the whole stream of deltas."""
+    text, last = await _collect(deltas)
+    message = AssistantMessage(content=text)
+    return ChatCompletion(id=completion_id or new_id("chatcmpl"), model=model,
+                          choices=[ChatChoice(message=message, finish_reason=last.finish_reason)],
+                          usage=usage_of(last))
+
+
+async def stream_completion(deltas: AsyncIterator[GenerationDelta], *, model: str,
+                            include_usage: bool = False, echo_text: str = "",
+                            completion_id: str | None = None) -> AsyncIterator[Completion]:
+    """text_completion chunks (the echoed prompt first, if any); usage last when asked."""
+    cid, created = completion_id or new_id("cmpl"), now()
+
+    def chunk(text: str, finish: str | None = None) -> Completion:
+        choice = CompletionChoice(text=text, finish_reason=finish)
+        return Completion(id=cid, created=created, model=model, choices=[choice])
+
+    last = None
+    pending = echo_text
+    async for delta in deltas:
+        last = delta
+        text, pending = pending + delta.text, ""
+        if text or delta.finish_reason:
+            yield chunk(text, delta.finish_reason)
+    if include_usage and last is not None:
+        yield Completion(id=cid, created=created, model=model, choices=[], usage=usage_of(last))
+
+
+async def collect_completion(deltas: AsyncIterator[GenerationDelta], *, model: str,
+                             echo_text: str = "",
+                             completion_id: str | None = None) -> Completion:
+    """One non-streamed text_completion from the whole stream of deltas."""
+    text, last = await _collect(deltas)
+    choice = CompletionChoice(text=echo_text + text, finish_reason=last.finish_reason)
+    return Completion(id=completion_id or new_id("cmpl"), model=model, choices=[choice],
+                      usage=usage_of(last))
+
+
+async def _collect(deltas: AsyncIterator[GenerationDelta]) -> tuple[str, GenerationDelta]:
+    parts: list[str] = []
+    last = None
+    async for delta in deltas:
+        parts.append(delta.text)
+        last = delta
+    if last is None or last.finish_reason in (None, "abort"):
+        reason = (last.error if last is not None else None) or "no finish reason"
+        raise APIError(500, f"the engine aborted the request: {reason}", code="engine_aborted")
+    return "".join(parts), last

@@ -1,0 +1,77 @@
+"""Pick the next token of every sampling sequence from its logits, on the logits' device.
+
+Greedy rows take the argmax. Other rows apply penalties, temperature, top-k and top-p,
+then sample with the exponential-race trick (argmax of probs / Exp(1) noise), which lets
+each seeded request draw its noise from its own torch.Generator: a seeded request gives
+the same tokens whatever else shares its batch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from engine.sequence import Sequence
+
+
+class Sampler:
+    """Vectorised over the batch; per-row work only for penalties and seeded noise."""
+
+    def __init__(self, device: torch.device, seed: int = 0) -> None:
+        self.device = device
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+
+    def __call__(self, logits: Tensor, seqs: list[Sequence]) -> list[int]:
+        """logits [N, vocab] float32, one row per sequence in `seqs` -> N token ids."""
+        params = [s.params for s in seqs]
+        if any(p.has_penalties for p in params):
+            logits = self._apply_penalties(logits.clone(), seqs)
+        greedy_ids = logits.argmax(dim=-1)
+        if all(p.greedy for p in params):
+            return greedy_ids.tolist()
+        temps = torch.tensor([p.temperature if p.temperature > 0 else 1.0 for p in params],
+                             device=logits.device, dtype=logits.dtype)
+        logits = logits / temps[:, None]
+        if any(p.top_k > 0 or p.top_p < 1.0 for p in params):
+            logits = self._top_k_top_p(logits, [p.top_k for p in params],
+                                       [p.top_p for p in params])
+        probs = torch.softmax(logits, dim=-1)
+        noise = self._exponential_noise(probs, seqs)
+        sampled = (probs / noise).argmax(dim=-1)
+        greedy = torch.tensor([p.greedy for p in params], device=logits.device)
+        return torch.where(greedy, greedy_ids, sampled).tolist()
+
+    def _apply_penalties(self, logits: Tensor, seqs: list[Sequence]) -> Tensor:
+        """OpenAI semantics: logit -= frequency * count + presence * (count > 0)."""
+        vocab = logits.shape[-1]
+        for row, seq in enumerate(seqs):
+            p = seq.params
+            if not p.has_penalties or seq.num_output_tokens == 0:
+                continue
+            out = torch.tensor(seq.output_token_ids, device=logits.device)
+            counts = torch.bincount(out[out < vocab], minlength=vocab).to(logits.dtype)
+            logits[row] -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0)
+        return logits
+
+    @staticmethod
+    def _top_k_top_p(logits: Tensor, top_k: list[int], top_p: list[float]) -> Tensor:
+        vocab = logits.shape[-1]
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        ranks = torch.arange(vocab, device=logits.device)
+        k = torch.tensor([t if t > 0 else vocab for t in top_k], device=logits.device)
+        sorted_logits = sorted_logits.masked_fill(ranks[None, :] >= k[:, None], float("-inf"))
+        probs = torch.softmax(sorted_logits, dim=-1)
+        before = probs.cumsum(dim=-1) - probs  # mass of the better tokens
+        p = torch.tensor(top_p, device=logits.device, dtype=probs.dtype)
+        sorted_logits = sorted_logits.masked_fill(before > p[:, None], float("-inf"))
+        return torch.full_like(logits, float("-inf")).scatter(1, order, sorted_logits)
+
+    def _exponential_noise(self, probs: Tensor, seqs: list[Sequence]) -> Tensor:
+        noise = torch.empty_like(probs).exponential_(generator=self.generator)
+        for row, seq in enumerate(seqs):
+            if seq.params.seed is None or seq.params.greedy:
+                continue
+            if seq.generator is None:
+                seq.generator = torch.Generator(device=probs.device).manual_seed(seq.params.seed)
+            noise[row].exponential_(generator=seq.generator)
+        return noise

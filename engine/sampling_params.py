@@ -1,0 +1,53 @@
+"""Per-request sampling parameters (the OpenAI knobs the engine honours)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.errors import InvalidRequest
+
+MAX_STOP_STRINGS = 16
+
+
+@dataclass
+class SamplingParams:
+    """How to pick each next token and when to stop; `validate` names the bad field."""
+
+    max_tokens: int = 256
+    temperature: float = 1.0  # 0 -> greedy
+    top_p: float = 1.0
+    top_k: int = -1  # <= 0 disables
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    ignore_eos: bool = False
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @property
+    def has_penalties(self) -> bool:
+        return self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
+
+    def validate(self) -> None:
+        """Raise InvalidRequest (a ValueError) whose `param` names the offending field."""
+        if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise InvalidRequest("max_tokens must be an integer >= 1", param="max_tokens")
+        if not 0.0 <= self.temperature <= 2.0:
+            raise InvalidRequest("temperature must be between 0 and 2", param="temperature")
+        if not 0.0 < self.top_p <= 1.0:
+            raise InvalidRequest("top_p must be in (0, 1]", param="top_p")
+        if not isinstance(self.top_k, int):
+            raise InvalidRequest("top_k must be an integer", param="top_k")
+        if self.seed is not None and not isinstance(self.seed, int):
+            raise InvalidRequest("seed must be an integer", param="seed")
+        if len(self.stop) > MAX_STOP_STRINGS or any(not s for s in self.stop):
+            raise InvalidRequest(f"stop takes up to {MAX_STOP_STRINGS} non-empty strings", param="stop")
+        if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):
+            raise InvalidRequest("stop_token_ids must be token ids", param="stop_token_ids")
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not -2.0 <= getattr(self, name) <= 2.0:
+                raise InvalidRequest(f"{name} must be between -2 and 2", param=name)

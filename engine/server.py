@@ -1,0 +1,263 @@
+"""The engine's own OpenAI-compatible HTTP server (`headstart engine`, `python -m engine.server`).
+
+One model, served under one name. Requests are parsed and checked by `engine.openai_adapter`
+(every problem is a 400-class OpenAI-style error before the engine sees it); answers stream
+as SSE `data:` frames ending in `data: [DONE]`. A client that leaves aborts its request, so
+the engine frees its KV blocks at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel
+
+from engine.errors import InvalidRequest
+from engine.http_errors import ClientDisconnected, install_error_handlers, parse_body
+from engine.metrics import EngineMetrics
+from engine.openai_adapter import (
+    EngineInput,
+    chat_input,
+    collect_chat,
+    collect_completion,
+    completion_input,
+    stream_chat,
+    stream_completion,
+)
+from engine.outputs import GenerationDelta
+from engine.protocol import (
+    APIError,
+    ChatCompletionRequest,
+    CompletionRequest,
+    ModelCard,
+    ModelList,
+    SamplingFields,
+    new_id,
+)
+
+T = TypeVar("T")
+DEFAULT_PORT = 8001
+router = APIRouter()
+
+
+def create_engine_app(engine, *, owns_engine: bool = False) -> FastAPI:
+    """The FastAPI app serving `engine`; with `owns_engine`, shutting the app down stops it."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if owns_engine:
+            await engine.shutdown()
+
+    app = FastAPI(title="Headstart engine", lifespan=lifespan)
+    app.state.engine = engine
+    app.state.metrics = EngineMetrics(engine)
+    install_error_handlers(app)
+    app.include_router(router)
+    return app
+
+
+# ---------------------------------------------------------------- routes
+
+
+@router.get("/health")
+async def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    body, content_type = request.app.state.metrics.render()
+    return Response(body, media_type=content_type)
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> ModelList:
+    return ModelList(data=[ModelCard(id=request.app.state.engine.model_name)])
+
+
+@router.get("/v1/models/{model_id:path}")
+async def get_model(model_id: str, request: Request) -> ModelCard:
+    _check_model(model_id, request.app.state.engine)
+    return ModelCard(id=model_id)
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(request: Request) -> Response:
+    body = await parse_body(request, ChatCompletionRequest)
+    engine = request.app.state.engine
+    _check_model(body.model, engine)
+    cid = new_id("chatcmpl")
+    deltas = await _start(request, body, chat_input(body, engine.tokenizer, engine.max_model_len),
+                          cid, "chat")
+    if body.stream:
+        chunks = stream_chat(deltas, model=body.model, include_usage=body.wants_usage_chunk(),
+                             completion_id=cid)
+        return _sse(chunks, cid)
+    answer = await _until_disconnected(request, collect_chat(deltas, model=body.model,
+                                                             completion_id=cid))
+    return JSONResponse(answer.model_dump(), headers={"x-request-id": cid})
+
+
+@router.post("/v1/completions")
+async def completions(request: Request) -> Response:
+    body = await parse_body(request, CompletionRequest)
+    engine = request.app.state.engine
+    _check_model(body.model, engine)
+    cid = new_id("cmpl")
+    prepared = completion_input(body, engine.tokenizer, engine.max_model_len)
+    deltas = await _start(request, body, prepared, cid, "completion")
+    if body.stream:
+        chunks = stream_completion(deltas, model=body.model, echo_text=prepared.echo_text,
+                                   include_usage=body.wants_usage_chunk(), completion_id=cid)
+        return _sse(chunks, cid)
+    answer = await _until_disconnected(request, collect_completion(
+        deltas, model=body.model, echo_text=prepared.echo_text, completion_id=cid))
+    return JSONResponse(answer.model_dump(), headers={"x-request-id": cid})
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _check_model(name: str, engine) -> None:
+    if name != engine.model_name:
+        raise APIError(404, f"The model `{name}` does not exist; this server serves "
+                       f"`{engine.model_name}`.", param="model", code="model_not_found")
+
+
+async def _start(request: Request, body: SamplingFields, prepared: EngineInput, request_id: str,
+                 endpoint: str) -> AsyncIterator[GenerationDelta]:
+    """Submit to the engine and wait for the first delta, so that a request the engine refuses
+    still gets an error status (not a 200 stream) and a client gone while queued aborts it."""
+    session_id = body.session_id or request.headers.get("x-session-id") or None
+    engine = request.app.state.engine
+    deltas = request.app.state.metrics.observe(
+        engine.generate(prepared.prompt_ids, prepared.params, request_id=request_id,
+                        session_id=session_id), endpoint)
+    try:
+        first = await _until_disconnected(request, anext(deltas))
+    except InvalidRequest as exc:
+        await deltas.aclose()
+        raise APIError(400, exc.message, param=exc.param) from exc
+    except StopAsyncIteration as exc:
+        raise APIError(500, "the engine ended the request without output",
+                       code="engine_aborted") from exc
+    except BaseException:
+        await deltas.aclose()
+        raise
+    return _resume(first, deltas)
+
+
+async def _resume(first: GenerationDelta,
+                  rest: AsyncIterator[GenerationDelta]) -> AsyncIterator[GenerationDelta]:
+    try:
+        yield first
+        if first.finish_reason is None:
+            async for delta in rest:
+                yield delta
+    finally:
+        await rest.aclose()
+
+
+async def _until_disconnected(request: Request, awaitable: Awaitable[T]) -> T:
+    """Await `awaitable` unless the client disconnects first (then cancel it)."""
+    work = asyncio.ensure_future(awaitable)
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(disconnected())
+    try:
+        done, _ = await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        work.cancel()
+        raise
+    finally:
+        watcher.cancel()
+    if work not in done:
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        raise ClientDisconnected()
+    return work.result()
+
+
+def _sse(chunks: AsyncIterator[BaseModel], request_id: str) -> StreamingResponse:
+    async def frames() -> AsyncIterator[str]:
+        try:
+            async for chunk in chunks:
+                yield f"data: {chunk.model_dump_json()}\n\n"
+            yield "data: [DONE]\n\n"
+        finally:
+            await chunks.aclose()
+
+    return StreamingResponse(frames(), media_type="text/event-stream",
+                             headers={"x-request-id": request_id, "cache-control": "no-cache"})
+
+
+# ---------------------------------------------------------------- command line
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="headstart engine",
+                                description="Serve one model over the OpenAI API.")
+    p.add_argument("--model", help=".gguf file or Hugging Face folder (default: SmolLM2-135M)")
+    p.add_argument("--served-model-name",
+                   help="the `model` name clients send (default: smollm2-135m-instruct, or the "
+                        "--model file's stem)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--dtype", default="auto", help="auto | bfloat16 | float32 | float16")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.add_argument("--max-num-batched-tokens", type=int, help="per-step token budget")
+    p.add_argument("--max-num-seqs", type=int, help="cap on running requests")
+    p.add_argument("--max-model-len", type=int, help="context length (default: the model's)")
+    p.add_argument("--kv-cache-memory-mb", type=int, help="KV cache pool size")
+    p.add_argument("--num-kv-blocks", type=int, help="KV cache pool size in blocks")
+    p.add_argument("--block-size", type=int)
+    p.add_argument("--session-idle-s", type=float, help="how long a session's blocks are kept")
+    p.add_argument("--no-prefix-caching", action="store_true")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--log-level", default="info")
+    return p.parse_args(argv)
+
+
+def engine_config(args: argparse.Namespace):
+    """EngineConfig from the parsed arguments (unset options keep the config's defaults)."""
+    from engine.config import EngineConfig
+
+    name = args.served_model_name or (Path(args.model.rstrip("/")).stem if args.model
+                                      else EngineConfig.model_name)
+    options = {
+        "dtype": args.dtype, "device": args.device,
+        "max_num_batched_tokens": args.max_num_batched_tokens,
+        "max_num_seqs": args.max_num_seqs, "max_model_len": args.max_model_len,
+        "kv_cache_memory_mb": args.kv_cache_memory_mb, "num_kv_blocks": args.num_kv_blocks,
+        "block_size": args.block_size, "session_idle_s": args.session_idle_s, "seed": args.seed,
+    }
+    return EngineConfig(model=args.model, model_name=name,
+                        enable_prefix_caching=not args.no_prefix_caching,
+                        **{k: v for k, v in options.items() if v is not None})
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Load the model and serve it until interrupted."""
+    import uvicorn
+
+    from engine.async_engine import AsyncEngine
+
+    args = parse_args(argv)
+    engine = AsyncEngine(engine_config(args))
+    app = create_engine_app(engine, owns_engine=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+
+
+if __name__ == "__main__":
+    main()

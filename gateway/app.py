@@ -1,0 +1,109 @@
+"""`create_app(config) -> FastAPI`: the gateway's app, wired from one `GatewayConfig`.
+
+The lifespan loads the in-process engine when an upstream is `kind: engine` (in a worker
+thread: loading weights takes seconds), opens the upstreams, creates the cache and transform
+stages, and closes all of it at shutdown. Everything lives on `app.state`: `config`,
+`routes`, `auth`, `metrics`, `engine`, `upstreams`, `cache`, `transforms`, `pipeline`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.auth import Authenticator
+from gateway.cache_stage import CacheStage
+from gateway.config import DEFAULT_MODEL_NAME, ConfigError, GatewayConfig, UpstreamConfig
+from gateway.config import default_config as embedded_default
+from gateway.deps import pick_request_id
+from gateway.errors import install_error_handlers
+from gateway.metrics import GatewayMetrics
+from gateway.pipeline import Pipeline
+from gateway.routers import admin, chat, completions, embeddings, health, models, ws
+from gateway.routing import RouteTable
+from gateway.transform_stage import TransformStage
+from gateway.upstreams import build_upstreams
+
+log = logging.getLogger("headstart.gateway")
+
+
+def load_engine(up: UpstreamConfig) -> Any:
+    """The bundled engine for a `kind: engine` upstream (blocking: loads the weights)."""
+    from engine import AsyncEngine, EngineConfig
+
+    try:
+        engine_config = EngineConfig(model=up.path, model_name=up.model or DEFAULT_MODEL_NAME,
+                                     **up.engine)
+    except TypeError as e:
+        raise ConfigError(f"upstreams.{up.name}.engine: {e}") from None
+    return AsyncEngine(engine_config)
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    state = app.state
+    config: GatewayConfig = state.config
+    engine_up = config.engine_upstream()
+    state.engine = await asyncio.to_thread(load_engine, engine_up) if engine_up else None
+    state.upstreams = build_upstreams(config, state.engine)
+    for upstream in state.upstreams.values():
+        await upstream.start()
+    state.cache = await CacheStage.create(config)
+    state.transforms = TransformStage(config, state.engine)
+    state.pipeline = Pipeline(state.upstreams, state.cache, state.transforms, state.metrics)
+    try:
+        yield
+    finally:
+        for upstream in state.upstreams.values():
+            await upstream.aclose()
+        await state.cache.close()
+        if state.engine is not None:
+            await state.engine.shutdown()
+
+
+class RequestIdMiddleware:
+    """Every HTTP response carries `x-request-id` (the caller's, if sensible, else new)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = pick_request_id(Headers(scope=scope).get("x-request-id"))
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = message.setdefault("headers", [])
+                if not any(k == b"x-request-id" for k, _ in headers):
+                    headers.append((b"x-request-id", request_id.encode()))
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
+
+
+def create_app(config: GatewayConfig | None = None) -> FastAPI:
+    """The gateway for `config` (the embedded default when None)."""
+    config = config or embedded_default()
+    app = FastAPI(title="Headstart gateway", lifespan=lifespan, docs_url=None,
+                  redoc_url=None, openapi_url=None)
+    app.state.config = config
+    app.state.routes = RouteTable(config)
+    app.state.auth = Authenticator(config.auth)
+    app.state.metrics = GatewayMetrics()
+    app.state.engine = None
+    install_error_handlers(app)
+    for module in (chat, completions, models, embeddings, ws, health):
+        app.include_router(module.router)
+    app.include_router(admin.router)
+    app.add_middleware(RequestIdMiddleware)
+    return app

@@ -1,0 +1,85 @@
+"""API keys → tenants, and the admin key that guards `/admin/*`.
+
+Keys come from the config's `auth.keys` and from `HEADSTART_API_KEYS` ("key:tenant,..."). With
+no keys at all the gateway is open and requests carry no tenant. The tenant travels with the
+request (`RequestContext.tenant`) so the caches can partition by it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+
+from fastapi import Request
+from starlette.requests import HTTPConnection
+
+from engine.protocol import APIError
+from gateway.config import AuthConfig
+
+ENV_KEYS = "HEADSTART_API_KEYS"
+
+
+def presented_key(conn: HTTPConnection) -> str | None:
+    """The key a client sent: `Authorization: Bearer K`, `x-api-key: K`, or `?api_key=K`
+    (browsers cannot set headers on a WebSocket)."""
+    auth = conn.headers.get("authorization")
+    if auth:
+        scheme, _, token = auth.partition(" ")
+        return token.strip() if scheme.lower() == "bearer" else auth.strip()
+    return conn.headers.get("x-api-key") or conn.query_params.get("api_key")
+
+
+class Authenticator:
+    """Checks API keys in constant time; knows the admin key."""
+
+    def __init__(self, config: AuthConfig, environ: dict[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        self.keys: dict[str, str] = {k.key: k.tenant for k in config.keys}
+        for item in env.get(ENV_KEYS, "").split(","):
+            key, sep, tenant = item.strip().partition(":")
+            if key and sep and tenant:
+                self.keys[key] = tenant
+        self.admin_key = config.admin_key
+
+    @property
+    def open(self) -> bool:
+        return not self.keys
+
+    def tenant_for(self, conn: HTTPConnection) -> str | None:
+        """The caller's tenant; 401 when keys are configured and the key is missing/wrong."""
+        if self.open:
+            return None
+        key = presented_key(conn)
+        if not key:
+            raise APIError(401, "Missing API key: send `Authorization: Bearer <key>`",
+                           code="missing_api_key")
+        for known, tenant in self.keys.items():
+            if hmac.compare_digest(known.encode(), key.encode()):
+                return tenant
+        raise APIError(401, "Incorrect API key provided", code="invalid_api_key")
+
+    def check_admin(self, conn: HTTPConnection) -> None:
+        """Admin calls need the admin key; an entirely open gateway (no keys, no admin key)
+        leaves the admin API open too."""
+        if self.admin_key is None:
+            if self.open:
+                return
+            raise APIError(403, "The admin API is disabled: set auth.admin_key",
+                           code="admin_disabled")
+        key = presented_key(conn)
+        if not key or not hmac.compare_digest(self.admin_key.encode(), key.encode()):
+            raise APIError(401, "Admin key required", code="invalid_admin_key")
+
+
+def authenticator(conn: HTTPConnection) -> Authenticator:
+    return conn.app.state.auth
+
+
+async def require_tenant(request: Request) -> str | None:
+    """FastAPI dependency: the caller's tenant (None on an open gateway)."""
+    return authenticator(request).tenant_for(request)
+
+
+async def require_admin(request: Request) -> None:
+    """FastAPI dependency for `/admin/*` routes."""
+    authenticator(request).check_admin(request)

@@ -1,0 +1,82 @@
+"""The `headstart` command: `serve`, `engine`, `bench`, `eval-cache`.
+
+    headstart serve  [--config FILE] [--host H] [--port P]
+    headstart engine [--model PATH] [--host H] [--port P] ...   (engine.server)
+    headstart bench  ...                                         (bench.cli)
+    headstart eval-cache --pairs FILE [--config FILE] [--route NAME] [--json]
+
+Nothing downloads at run time: offline defaults are set before heavy imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+USAGE = """usage: headstart {serve,engine,bench,eval-cache} ...
+
+  serve       run the gateway (embedded defaults without --config)
+  engine      run the bundled engine's own OpenAI-compatible server
+  bench       load-test an OpenAI-compatible endpoint
+  eval-cache  measure the semantic cache on labelled pairs
+"""
+
+
+def serve(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="headstart serve",
+                                     description="Run the Headstart gateway.")
+    parser.add_argument("--config", help="YAML config file (default: embedded defaults)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+
+    from gateway.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as e:
+        print(f"headstart serve: bad config\n{e}", file=sys.stderr)
+        return 2
+
+    import uvicorn
+
+    from gateway.app import create_app
+
+    uvicorn.run(create_app(config), host=args.host, port=args.port, log_level=args.log_level,
+                access_log=False, ws="websockets-sansio")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command == "serve":
+        return serve(rest)
+    if command == "engine":
+        from engine.server import main as engine_main
+
+        return engine_main(rest) or 0
+    if command == "bench":
+        from bench.cli import main as bench_main
+
+        return bench_main(rest) or 0
+    if command == "eval-cache":
+        from gateway.eval_cache import main as eval_main
+
+        return eval_main(rest) or 0
+    print(f"headstart: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""The gateway's configuration: upstreams, routes with their policies, auth and limits.
+
+One YAML file (`headstart serve --config FILE`) is loaded into `GatewayConfig`. `${VAR}` and
+`${VAR:-default}` are read from the environment. A bad file fails at start with a
+`ConfigError` naming the file, the key path and what is wrong. Without a file the embedded
+default serves the bundled engine as `smollm2-135m-instruct`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gateway.policy import RoutePolicy
+
+DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message names the file and the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class UpstreamConfig(_Strict):
+    """Where answers come from: the in-process engine, an OpenAI-compatible URL, or litellm."""
+
+    kind: Literal["engine", "openai", "litellm"]
+    name: str = ""  # filled from the key under `upstreams:`
+    model: str | None = None  # the model name sent upstream; None = the client's model name
+    path: str | None = None  # engine: weights (.gguf file or HF folder); None = bundled SmolLM2
+    base_url: str | None = None  # openai: `http://host:port/v1`; litellm: the provider's api_base
+    api_key: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)  # openai: extra headers sent upstream
+    max_connections: int = Field(default=100, ge=1)  # openai: connection pool size
+    engine: dict[str, Any] = Field(default_factory=dict)  # engine: EngineConfig overrides
+
+    @model_validator(mode="after")
+    def _kind_needs(self) -> UpstreamConfig:
+        if self.kind == "openai" and not self.base_url:
+            raise ValueError("kind 'openai' needs base_url")
+        if self.kind == "litellm" and not self.model:
+            raise ValueError("kind 'litellm' needs model (a litellm provider string)")
+        if self.kind != "engine" and (self.path or self.engine):
+            raise ValueError("path/engine options apply to kind 'engine' only")
+        return self
+
+
+class RouteConfig(RoutePolicy):
+    """A route: which client model names it serves, its upstream, and its policy sections."""
+
+    name: str = Field(min_length=1)
+    models: list[str] = Field(default_factory=list)  # globs matched against the request's model
+    upstream: str
+    fallback: str | None = None  # tried when the upstream fails before the first chunk
+    timeout_s: float = Field(default=60.0, gt=0)  # wait for the first chunk, and between chunks
+    total_timeout_s: float | None = Field(default=None, gt=0)  # whole answer; None = no cap
+
+    @field_validator("name")
+    @classmethod
+    def _path_safe(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", v):
+            raise ValueError("route names may use letters, digits, '.', '_' and '-' only")
+        return v
+
+    def caching_enabled(self) -> bool:
+        return self.cache.exact.enabled or self.cache.semantic.enabled
+
+
+class ApiKey(_Strict):
+    key: str
+    tenant: str = Field(min_length=1)
+
+
+class AuthConfig(_Strict):
+    admin_key: str | None = None  # guards /admin/*
+    keys: list[ApiKey] = Field(default_factory=list)  # without keys the gateway is open
+
+    @field_validator("admin_key")
+    @classmethod
+    def _empty_is_unset(cls, v: str | None) -> str | None:
+        return v or None
+
+    @field_validator("keys")
+    @classmethod
+    def _drop_unset(cls, v: list[ApiKey]) -> list[ApiKey]:
+        return [k for k in v if k.key]  # `${UNSET_VAR}` expands to "": that key is not offered
+
+
+class LimitsConfig(_Strict):
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # larger bodies get 413
+
+
+class GatewayConfig(_Strict):
+    redis: str | None = None  # cache store; in-process memory without it
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    upstreams: dict[str, UpstreamConfig] = Field(min_length=1)
+    routes: list[RouteConfig] = Field(min_length=1)
+
+    @field_validator("redis")
+    @classmethod
+    def _empty_redis(cls, v: str | None) -> str | None:
+        return v or None
+
+    @model_validator(mode="after")
+    def _names_resolve(self) -> GatewayConfig:
+        for name, up in self.upstreams.items():
+            up.name = name
+        seen: set[str] = set()
+        for i, route in enumerate(self.routes):
+            where = f"routes.{i}"
+            if route.name in seen:
+                raise ValueError(f"{where}.name: duplicate route name {route.name!r}")
+            seen.add(route.name)
+            for key in ("upstream", "fallback"):
+                ref = getattr(route, key)
+                if ref is not None and ref not in self.upstreams:
+                    known = ", ".join(sorted(self.upstreams))
+                    raise ValueError(f"{where}.{key}: unknown upstream {ref!r} (known: {known})")
+        engine_paths = {u.path for u in self.upstreams.values() if u.kind == "engine"}
+        if len(engine_paths) > 1:
+            raise ValueError("upstreams: all `kind: engine` upstreams must share one path")
+        return self
+
+    def route(self, name: str) -> RouteConfig | None:
+        return next((r for r in self.routes if r.name == name), None)
+
+    def engine_upstream(self) -> UpstreamConfig | None:
+        return next((u for u in self.upstreams.values() if u.kind == "engine"), None)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<config>") -> GatewayConfig:
+        """Validate a parsed config; errors name `source` and the key path."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: the top level must be a mapping")
+        try:
+            return cls.model_validate(expand_env(data))
+        except ValidationError as e:
+            lines = []
+            for err in e.errors():
+                path = ".".join(str(p) for p in err["loc"])
+                msg = err["msg"].removeprefix("Value error, ")
+                lines.append(f"{source}: {path}: {msg}" if path else f"{source}: {msg}")
+            raise ConfigError("\n".join(lines)) from None
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_PLACEHOLDER = re.compile(r"__headstart_env_(\d+)__")
+
+
+def _env_value(name: str, default: str | None) -> str:
+    return os.environ.get(name) or (default or "")
+
+
+def expand_env(value: Any) -> Any:
+    """`${VAR}` / `${VAR:-default}` in every string, recursively; unset expands to ""."""
+    if isinstance(value, str):
+        return _ENV_REF.sub(lambda m: _env_value(m.group(1), m.group(2)), value)
+    if isinstance(value, dict):
+        return {k: expand_env(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v) for v in value]
+    return value
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML where `${VAR}` may stand anywhere a scalar can, even unquoted inside a flow
+    mapping (`{key: ${K}}`): references become plain placeholders for parsing, then values."""
+    refs: list[tuple[str, str | None]] = []
+
+    def hide(m: re.Match[str]) -> str:
+        refs.append((m.group(1), m.group(2)))
+        return f"__headstart_env_{len(refs) - 1}__"
+
+    def reveal(value: Any) -> Any:
+        if isinstance(value, str):
+            return _PLACEHOLDER.sub(lambda m: _env_value(*refs[int(m.group(1))]), value)
+        if isinstance(value, dict):
+            return {k: reveal(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [reveal(v) for v in value]
+        return value
+
+    return reveal(yaml.safe_load(_ENV_REF.sub(hide, text)))
+
+
+def load_config(path: str | os.PathLike[str] | None) -> GatewayConfig:
+    """The config in `path`, or the embedded default when `path` is None."""
+    if path is None:
+        return default_config()
+    p = Path(path)
+    try:
+        data = parse_yaml(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    return GatewayConfig.from_dict(data, source=str(p))
+
+
+def default_config() -> GatewayConfig:
+    """The bundled engine in-process, served as `smollm2-135m-instruct`, caching off."""
+    return GatewayConfig.from_dict(
+        {
+            "upstreams": {"local": {"kind": "engine", "model": DEFAULT_MODEL_NAME}},
+            "routes": [
+                {"name": DEFAULT_MODEL_NAME, "models": [DEFAULT_MODEL_NAME], "upstream": "local"}
+            ],
+        },
+        source="<embedded default>",
+    )

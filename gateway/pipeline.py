@@ -1,0 +1,157 @@
+"""One request's path through the gateway: cache lookup → prompt transforms → upstream
+(with timeout and fallback) → store. See docs/internals.md, "Gateway".
+
+`Pipeline.run(ctx)` yields OpenAI chunks whatever the client asked for; the HTTP layer
+streams them (SSE, WebSocket) or folds them into one response. A cached answer is replayed
+as chunks. Only a completed, cacheable answer is stored: never an error, an aborted stream
+(client gone, timeout) or a `finish_reason: length` answer, nor when the client said
+`no-store`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from engine.protocol import APIError, ChatCompletionChunk, Completion
+from gateway.assemble import Assembler
+from gateway.cache_stage import CacheStage
+from gateway.context import RequestContext
+from gateway.metrics import GatewayMetrics
+from gateway.replay import replay
+from gateway.transform_stage import TransformStage
+from gateway.upstreams import Upstream
+
+log = logging.getLogger("headstart.gateway")
+
+Chunk = ChatCompletionChunk | Completion
+
+
+class Pipeline:
+    def __init__(self, upstreams: dict[str, Upstream], cache: CacheStage,
+                 transforms: TransformStage, metrics: GatewayMetrics) -> None:
+        self.upstreams = upstreams
+        self.cache = cache
+        self.transforms = transforms
+        self.metrics = metrics
+
+    async def run(self, ctx: RequestContext) -> AsyncIterator[Chunk]:
+        """All chunks of the answer to `ctx.body`, each labelled with the client's model."""
+        route, model = ctx.route.name, ctx.body.model
+        assembler = Assembler(ctx.kind, model)
+        outcome, first = "error", True
+        try:
+            source = await self._source(ctx)
+            async with aclosing(source):
+                async for chunk in source:
+                    chunk.model = model
+                    assembler.add(chunk)
+                    if first:
+                        first = False
+                        self.metrics.ttft.labels(route, ctx.cache_status).observe(
+                            time.perf_counter() - ctx.started)
+                    yield chunk
+            outcome = "ok"
+        except (GeneratorExit, asyncio.CancelledError):
+            outcome = "aborted"
+            raise
+        finally:
+            self._account(ctx, outcome, assembler)
+        if ctx.cache_status in ("exact", "semantic") or not ctx.route.caching_enabled():
+            return
+        answer = assembler.answer()
+        if answer is not None and answer.cacheable() and not ctx.cache_control.no_store:
+            try:
+                await self.cache.store(ctx, answer)
+            except Exception:  # noqa: BLE001 - a cache failure never fails a request
+                log.exception("cache store failed for %s", ctx.request_id)
+
+    async def _source(self, ctx: RequestContext) -> AsyncIterator[Chunk]:
+        """The cached answer replayed, or the transformed request sent upstream."""
+        answer = None
+        if ctx.route.caching_enabled():
+            answer = await self.cache.lookup(ctx)
+        else:
+            ctx.cache_status = "bypass"
+        self.metrics.cache.labels(ctx.route.name, ctx.cache_status).inc()
+        if answer is not None:
+            return replay(answer, ctx.body.model)
+
+        def forward(request: Any) -> AsyncIterator[Chunk]:
+            return self.forward(ctx, request)
+
+        return self.transforms.run(ctx, forward)
+
+    async def forward(self, ctx: RequestContext, request: Any) -> AsyncIterator[Chunk]:
+        """One (sub-)request upstream: the route's upstream, then its fallback if the first
+        fails (5xx or timeout) before any chunk came back."""
+        route = ctx.route
+        names = [route.upstream] + ([route.fallback] if route.fallback else [])
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + route.total_timeout_s if route.total_timeout_s else None
+        for attempt, name in enumerate(names):
+            stream = self.upstreams[name].stream(request, ctx)
+            t0 = time.perf_counter()
+            try:
+                first = await self._next(stream, ctx, name, deadline)
+                if first is None:
+                    raise APIError(502, f"upstream '{name}': returned no answer")
+            except APIError as e:
+                await stream.aclose()
+                self._upstream_time(ctx, name, "error", t0)
+                if e.status >= 500 and attempt + 1 < len(names):
+                    log.warning("%s: %s; trying fallback %r", ctx.request_id, e.message,
+                                names[attempt + 1])
+                    continue
+                raise
+            ctx.upstream_name = name
+            ctx.timings.add("upstream", (time.perf_counter() - t0) * 1000)
+            if attempt:
+                self.metrics.fallbacks.labels(route.name, name).inc()
+            outcome = "error"
+            try:
+                yield first
+                while (chunk := await self._next(stream, ctx, name, deadline)) is not None:
+                    yield chunk
+                outcome = "ok"
+            except (GeneratorExit, asyncio.CancelledError):
+                outcome = "aborted"
+                raise
+            finally:
+                await stream.aclose()
+                self._upstream_time(ctx, name, outcome, t0)
+            return
+
+    @staticmethod
+    async def _next(stream: AsyncIterator[Chunk], ctx: RequestContext, name: str,
+                    deadline: float | None) -> Chunk | None:
+        """The next chunk within the route's timeout; None at the end of the stream."""
+        loop = asyncio.get_running_loop()
+        when = loop.time() + ctx.route.timeout_s
+        if deadline is not None:
+            when = min(when, deadline)
+        try:
+            async with asyncio.timeout_at(when):
+                return await anext(stream)
+        except StopAsyncIteration:
+            return None
+        except TimeoutError:
+            raise APIError(504, f"upstream '{name}': no response within the route's timeout "
+                           f"({ctx.route.timeout_s:g}s)", code="upstream_timeout") from None
+
+    def _upstream_time(self, ctx: RequestContext, name: str, outcome: str, t0: float) -> None:
+        self.metrics.upstream_time.labels(ctx.route.name, name, outcome).observe(
+            time.perf_counter() - t0)
+
+    def _account(self, ctx: RequestContext, outcome: str, assembler: Assembler) -> None:
+        route = ctx.route.name
+        self.metrics.requests.labels(route, outcome).inc()
+        self.metrics.latency.labels(route, outcome).observe(time.perf_counter() - ctx.started)
+        usage = assembler.usage
+        if outcome == "ok" and usage is not None and ctx.cache_status not in ("exact", "semantic"):
+            self.metrics.prompt_tokens.labels(route).inc(usage.prompt_tokens)
+            self.metrics.cached_tokens.labels(route).inc(usage.prompt_tokens_details.cached_tokens)

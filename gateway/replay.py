@@ -1,0 +1,70 @@
+"""A cached `Answer` played back as chunks, in several pieces like a live answer, so
+clients cannot tell a hit from a miss by the stream's shape (only by `x-cache`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Iterator
+
+from engine.protocol import (
+    ChatCompletionChunk,
+    ChunkChoice,
+    Completion,
+    CompletionChoice,
+    DeltaMessage,
+    new_id,
+    now,
+)
+from gateway.context import Answer
+
+PIECE_CHARS = 24  # roughly what a few tokens of a live stream carry
+_WORDS = re.compile(r"\S+\s*|\s+")
+
+
+def pieces(text: str, size: int = PIECE_CHARS) -> Iterator[str]:
+    """`text` split on word boundaries into pieces of about `size` characters."""
+    piece = ""
+    for word in _WORDS.findall(text):
+        piece += word
+        if len(piece) >= size:
+            yield piece
+            piece = ""
+    if piece:
+        yield piece
+
+
+async def replay(answer: Answer, model: str) -> AsyncIterator[ChatCompletionChunk | Completion]:
+    """The answer's chunks; the last one carries the stored usage."""
+    for chunk in replay_chunks(answer, model):
+        yield chunk
+
+
+def replay_chunks(answer: Answer, model: str) -> list[ChatCompletionChunk | Completion]:
+    created = now()
+    if answer.kind == "completion":
+        cid = new_id("cmpl")
+        out: list[ChatCompletionChunk | Completion] = [
+            Completion(id=cid, created=created, model=model,
+                       choices=[CompletionChoice(text=p)]) for p in pieces(answer.content)]
+        out.append(Completion(id=cid, created=created, model=model,
+                              choices=[CompletionChoice(text="", finish_reason=answer.finish_reason)]))
+        out.append(Completion(id=cid, created=created, model=model, choices=[],
+                              usage=answer.usage))
+        return out
+    cid = new_id("chatcmpl")
+
+    def chunk(delta: DeltaMessage, finish: str | None = None) -> ChatCompletionChunk:
+        return ChatCompletionChunk(id=cid, created=created, model=model,
+                                   choices=[ChunkChoice(delta=delta, finish_reason=finish)])
+
+    out = [chunk(DeltaMessage(role="assistant", content=""))]
+    out += [chunk(DeltaMessage(content=p)) for p in pieces(answer.content)]
+    if answer.tool_calls:
+        calls = [{"index": i, "id": t.id, "type": "function",
+                  "function": {"name": t.function.name, "arguments": t.function.arguments}}
+                 for i, t in enumerate(answer.tool_calls)]
+        out.append(chunk(DeltaMessage(tool_calls=calls)))
+    out.append(chunk(DeltaMessage(), answer.finish_reason))
+    out.append(ChatCompletionChunk(id=cid, created=created, model=model, choices=[],
+                                   usage=answer.usage))
+    return out

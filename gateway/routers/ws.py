@@ -1,0 +1,81 @@
+"""WebSocket `/v1/ws`: many chat-completion requests over one socket, one at a time.
+
+The client sends a chat-completion request as a JSON message and receives the same
+`chat.completion.chunk` objects as JSON messages (the last one with `usage`), then
+`{"type": "done", ...}`. Bad requests get `{"type": "error", "error": {...}}` and the socket
+stays open. One socket is one session: its `session_id` (from `?session_id=`, the
+`x-session-id` header, or generated) reaches the engine so the conversation's KV cache stays
+warm between turns. The first message the server sends is `{"type": "session", ...}`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from contextlib import aclosing
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from engine.protocol import APIError, ChatCompletionRequest
+from gateway.deps import build_context, parse_model
+
+router = APIRouter(tags=["websocket"])
+log = logging.getLogger("headstart.gateway")
+
+POLICY_VIOLATION = 1008
+
+
+@router.websocket("/v1/ws")
+@router.websocket("/r/{route_name}/v1/ws")
+async def chat_socket(websocket: WebSocket, route_name: str | None = None) -> None:
+    state = websocket.app.state
+    session_id = (websocket.query_params.get("session_id")
+                  or websocket.headers.get("x-session-id") or f"ws-{uuid.uuid4().hex[:16]}")
+    await websocket.accept()
+    try:
+        tenant = state.auth.tenant_for(websocket)
+    except APIError as e:
+        await websocket.send_text(_error(e))
+        await websocket.close(code=POLICY_VIOLATION, reason=e.message[:120])
+        return
+    await websocket.send_text(json.dumps({"type": "session", "session_id": session_id}))
+    limit = state.config.limits.max_body_bytes
+    try:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            raw = message.get("bytes") or (message.get("text") or "").encode()
+            await _answer(websocket, raw, limit, route_name, tenant, session_id)
+    except WebSocketDisconnect:
+        return
+    except (OSError, RuntimeError) as e:  # sending to a socket the client already closed
+        log.debug("websocket %s ended: %s", session_id, e)
+
+
+async def _answer(websocket: WebSocket, raw: bytes, limit: int, route_name: str | None,
+                  tenant: str | None, session_id: str) -> None:
+    """One request on the socket: chunks, then `done` (or an `error` message)."""
+    ctx = None
+    try:
+        if len(raw) > limit:
+            raise APIError(413, f"Message too large: the limit is {limit} bytes",
+                           code="request_too_large")
+        body = parse_model(raw, ChatCompletionRequest)
+        ctx = build_context(websocket, "chat", body, route_name, tenant, session_id=session_id)
+        chunks = websocket.app.state.pipeline.run(ctx)
+        async with aclosing(chunks):  # the client leaving mid-answer aborts the upstream
+            async for chunk in chunks:
+                await websocket.send_text(chunk.model_dump_json())
+    except APIError as e:
+        await websocket.send_text(_error(e, ctx.request_id if ctx else None))
+        return
+    done: dict[str, Any] = {"type": "done", "request_id": ctx.request_id,
+                            "headers": ctx.response_headers()}
+    await websocket.send_text(json.dumps(done))
+
+
+def _error(err: APIError, request_id: str | None = None) -> str:
+    return json.dumps({"type": "error", "request_id": request_id, **err.body()})

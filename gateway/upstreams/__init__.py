@@ -1,0 +1,33 @@
+"""Upstream adapters by `kind`: `engine` (in-process), `openai` (any compatible URL),
+`litellm` (any litellm provider string)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.config import GatewayConfig, UpstreamConfig
+from gateway.upstreams.base import Upstream
+
+
+def build_upstream(config: UpstreamConfig, engine: Any = None) -> Upstream:
+    if config.kind == "engine":
+        from gateway.upstreams.engine import EngineUpstream
+
+        if engine is None:
+            raise RuntimeError(f"upstream {config.name!r} needs the in-process engine")
+        return EngineUpstream(config, engine)
+    if config.kind == "openai":
+        from gateway.upstreams.openai_compat import OpenAICompatUpstream
+
+        return OpenAICompatUpstream(config)
+    from gateway.upstreams.litellm import LiteLLMUpstream
+
+    return LiteLLMUpstream(config)
+
+
+def build_upstreams(config: GatewayConfig, engine: Any = None) -> dict[str, Upstream]:
+    """Every configured upstream by name."""
+    return {name: build_upstream(up, engine) for name, up in config.upstreams.items()}
+
+
+__all__ = ["Upstream", "build_upstream", "build_upstreams"]

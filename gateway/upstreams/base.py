@@ -1,0 +1,61 @@
+"""What every upstream offers the pipeline: OpenAI requests in, streamed OpenAI chunks out.
+
+Upstreams always stream internally (a non-streaming client answer is assembled from the
+chunks); the last chunk carries `usage`. Failures before the first chunk are raised as
+`APIError(502|503|504, "upstream 'NAME': ...")` so the pipeline can try a fallback.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+
+from engine.protocol import (
+    APIError,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Completion,
+    CompletionRequest,
+)
+from gateway.config import UpstreamConfig
+from gateway.context import RequestContext
+
+
+class Upstream(ABC):
+    """One configured upstream; `name` is its key under `upstreams:`."""
+
+    def __init__(self, config: UpstreamConfig) -> None:
+        self.config = config
+        self.name = config.name
+
+    def model_for(self, request_model: str) -> str:
+        """The model name sent upstream: the configured one, else the client's."""
+        return self.config.model or request_model
+
+    def error(self, status: int, what: str, *, code: str | None = None) -> APIError:
+        return APIError(status, f"upstream '{self.name}': {what}", code=code)
+
+    @abstractmethod
+    def stream_chat(
+        self, request: ChatCompletionRequest, ctx: RequestContext
+    ) -> AsyncIterator[ChatCompletionChunk]: ...
+
+    @abstractmethod
+    def stream_completion(
+        self, request: CompletionRequest, ctx: RequestContext
+    ) -> AsyncIterator[Completion]: ...
+
+    def stream(
+        self, request: ChatCompletionRequest | CompletionRequest, ctx: RequestContext
+    ) -> AsyncIterator[ChatCompletionChunk | Completion]:
+        if isinstance(request, ChatCompletionRequest):
+            return self.stream_chat(request, ctx)
+        return self.stream_completion(request, ctx)
+
+    async def start(self) -> None:
+        """Open pools or load models (called once by the app's lifespan)."""
+        return None
+
+    async def aclose(self) -> None:
+        """Release pools (called once at shutdown)."""
+        return None

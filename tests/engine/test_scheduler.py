@@ -1,0 +1,130 @@
+"""Scheduler on its own with tiny sizes: budgets, decodes-first, chunked prefill, preemption."""
+
+from __future__ import annotations
+
+from engine.block_manager import KVCacheManager
+from engine.sampling_params import SamplingParams
+from engine.scheduler import Scheduler, SchedulerOutput
+from engine.sequence import Sequence, SequenceStatus
+
+NEXT_TOKEN = 7
+
+
+def make_scheduler(num_blocks: int = 16, budget: int = 8, max_num_seqs: int = 4) -> Scheduler:
+    return Scheduler(KVCacheManager(num_blocks, block_size=4), max_num_seqs, budget)
+
+
+def add(sched: Scheduler, name: str, num_tokens: int, max_tokens: int = 4,
+        start: int = 0, arrival: float | None = None) -> Sequence:
+    seq = Sequence(name, list(range(start, start + num_tokens)),
+                   SamplingParams(max_tokens=max_tokens), arrival_time=arrival)
+    sched.add(seq)
+    return seq
+
+
+def step(sched: Scheduler) -> SchedulerOutput:
+    """One engine step without a model: every sampling sequence gets NEXT_TOKEN."""
+    out = sched.schedule()
+    sched.update(out)
+    for item in out.scheduled:
+        if item.samples:
+            item.seq.append_token(NEXT_TOKEN)
+            if item.seq.num_output_tokens >= item.seq.params.max_tokens:
+                sched.finish(item.seq, "length")
+    return out
+
+
+def new_tokens(out: SchedulerOutput) -> dict[str, int]:
+    return {item.seq.request_id: item.num_new_tokens for item in out.scheduled}
+
+
+def test_prefill_then_decode() -> None:
+    sched = make_scheduler()
+    a = add(sched, "a", 6, max_tokens=3)
+    out = step(sched)
+    assert new_tokens(out) == {"a": 6} and out.scheduled[0].samples
+    assert new_tokens(step(sched)) == {"a": 1}
+    step(sched)
+    assert a.is_finished and a.output_token_ids == [NEXT_TOKEN] * 3
+    assert not sched.has_unfinished()
+    assert sched.kv.stats().used == 0
+
+
+def test_budget_respected_every_step_and_cap_on_running() -> None:
+    sched = make_scheduler(num_blocks=64, budget=8, max_num_seqs=3)
+    for i in range(6):
+        add(sched, f"r{i}", 5 + i, max_tokens=3, start=100 * i)
+    steps = 0
+    while sched.has_unfinished():
+        out = step(sched)
+        steps += 1
+        assert 0 < out.num_batched_tokens <= 8
+        assert len(sched.running) <= 3
+        assert steps < 100
+    assert sched.kv.stats().used == 0
+
+
+def test_decodes_keep_flowing_while_long_prompt_prefills_in_chunks() -> None:
+    sched = make_scheduler(num_blocks=32, budget=8)
+    short = [add(sched, f"s{i}", 3, max_tokens=20, start=10 * i) for i in range(2)]
+    step(sched)  # both short prompts prefilled (6 tokens)
+    long = add(sched, "long", 40, max_tokens=1, start=500)
+    chunks = []
+    while not long.is_finished:
+        out = step(sched)
+        got = new_tokens(out)
+        assert got["s0"] == 1 and got["s1"] == 1  # decodes first, every step
+        chunks.append(got["long"])
+    assert chunks == [6, 6, 6, 6, 6, 6, 4]  # 40 tokens in budget-minus-decodes chunks
+    assert all(s.num_output_tokens == 8 for s in short)
+
+
+def test_only_the_final_chunk_samples() -> None:
+    sched = make_scheduler(num_blocks=32, budget=8)
+    add(sched, "long", 20, max_tokens=2)
+    flags = [step(sched).scheduled[0].samples for _ in range(3)]
+    assert flags == [False, False, True]
+
+
+def test_prefix_hit_skips_cached_tokens() -> None:
+    sched = make_scheduler(num_blocks=32, budget=64)
+    a = add(sched, "a", 13, max_tokens=1)
+    step(sched)
+    assert a.is_finished
+    b = add(sched, "b", 14, max_tokens=1)  # same first 13 tokens: 3 full blocks cached
+    out = step(sched)
+    assert new_tokens(out) == {"b": 2} and b.num_cached_tokens == 12
+
+
+def test_preemption_then_completion() -> None:
+    # 6 blocks of 4 tokens: two sequences that each grow to 12 tokens cannot both fit.
+    sched = make_scheduler(num_blocks=6, budget=16)
+    first = add(sched, "first", 8, max_tokens=8, start=0, arrival=1.0)
+    second = add(sched, "second", 8, max_tokens=8, start=100, arrival=2.0)
+    preempted = []
+    for _ in range(100):
+        if not sched.has_unfinished():
+            break
+        out = step(sched)
+        preempted += [s.request_id for s in out.preempted]
+        assert sched.kv.stats().used <= 6
+    assert not sched.has_unfinished()
+    assert preempted and set(preempted) == {"second"}  # the most recently arrived is preempted
+    assert first.output_token_ids == [NEXT_TOKEN] * 8
+    assert second.output_token_ids == [NEXT_TOKEN] * 8
+    assert second.num_preemptions >= 1 and sched.num_preemptions == len(preempted)
+    assert sched.kv.stats().used == 0
+
+
+def test_abort_frees_every_block_running_or_waiting() -> None:
+    sched = make_scheduler(num_blocks=16, budget=8, max_num_seqs=1)
+    running = add(sched, "run", 10, max_tokens=50)
+    waiting = add(sched, "wait", 10, max_tokens=50, start=100)
+    step(sched)
+    assert running.status is SequenceStatus.RUNNING and waiting.status is SequenceStatus.WAITING
+    assert sched.kv.stats().used == 2  # the first 8-token chunk of "run"
+    assert sched.abort("run") is running
+    assert sched.abort("wait") is waiting
+    assert sched.abort("nobody") is None
+    assert running.finish_reason == "abort" and running.block_table == []
+    assert sched.kv.stats().used == 0 and not sched.has_unfinished()

@@ -1,0 +1,150 @@
+"""Live gateways for tests: the real app under uvicorn in a background thread on a free port.
+
+`start_gateway(config_dict) -> base_url` (function fixture; every gateway it started stops at
+the end of the test) and `GatewayThread` for session/module fixtures. `engine_server` is one
+`headstart engine` subprocess shared by the whole session (loading the model costs seconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+
+from gateway.app import create_app
+from gateway.config import GatewayConfig
+from tests.support.processes import ServerProcess, free_port, headstart_cmd
+
+
+class GatewayThread:
+    """One gateway app served by uvicorn in a daemon thread; `app` is there for its state."""
+
+    def __init__(self, config: dict[str, Any] | GatewayConfig) -> None:
+        if not isinstance(config, GatewayConfig):
+            config = GatewayConfig.from_dict(config, source="<test config>")
+        self.app = create_app(config)
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(
+            self.app, host="127.0.0.1", port=self.port, log_level="warning",
+            access_log=False, ws="websockets-sansio", lifespan="on"))
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self.server.serve())
+        except BaseException as e:  # noqa: BLE001 - reported by start()
+            self.error = e
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 180) -> GatewayThread:
+        self.thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if self.error is not None or not self.thread.is_alive():
+                raise RuntimeError(f"gateway did not start: {self.error!r}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("gateway did not start in time")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+@pytest.fixture
+def start_gateway() -> Iterator[Callable[[dict[str, Any]], str]]:
+    """`start_gateway(config_dict) -> base_url` (no `/v1`); stopped after the test."""
+    started: list[GatewayThread] = []
+
+    def start(config: dict[str, Any]) -> str:
+        gateway = GatewayThread(config).start()
+        started.append(gateway)
+        return gateway.base_url
+
+    yield start
+    for gateway in started:
+        gateway.stop()
+
+
+@pytest.fixture(scope="session")
+def engine_server() -> Iterator[ServerProcess]:
+    """One `headstart engine` subprocess for the session (SmolLM2 on a free port)."""
+    port = free_port()
+    server = ServerProcess(headstart_cmd("engine", "--port", str(port)), port).start()
+    yield server
+    server.stop()
+
+
+class Blackhole:
+    """A TCP port that accepts connections (kernel backlog) and never answers: a stalled
+    upstream, for timeouts."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture(scope="session")
+def blackhole() -> Iterator[Blackhole]:
+    hole = Blackhole()
+    yield hole
+    hole.close()
+
+
+def full_config(engine_url: str, blackhole_port: int) -> dict[str, Any]:
+    """Every kind of upstream and route the gateway tests exercise, in one config."""
+    return {
+        "upstreams": {
+            "local": {"kind": "engine", "engine": {"kv_cache_memory_mb": 256}},
+            "remote": {"kind": "openai", "base_url": engine_url + "/v1",
+                       "model": "smollm2-135m-instruct"},
+            "vialitellm": {"kind": "litellm", "model": "openai/smollm2-135m-instruct",
+                           "base_url": engine_url + "/v1", "api_key": "unused"},
+            "dead": {"kind": "openai", "base_url": f"http://127.0.0.1:{free_port()}/v1"},
+            "stalled": {"kind": "openai", "base_url": f"http://127.0.0.1:{blackhole_port}/v1"},
+        },
+        "routes": [
+            {"name": "local", "models": ["smollm2-135m-instruct", "local-*"],
+             "upstream": "local"},
+            {"name": "remote", "models": ["remote", "remote-*"], "upstream": "remote"},
+            {"name": "litellm", "models": ["litellm"], "upstream": "vialitellm"},
+            {"name": "down", "models": ["down"], "upstream": "dead"},
+            {"name": "fallback", "models": ["fallback"], "upstream": "dead",
+             "fallback": "remote"},
+            {"name": "slow", "models": ["slow"], "upstream": "stalled", "timeout_s": 0.5},
+            {"name": "slow-fallback", "models": ["slow-fallback"], "upstream": "stalled",
+             "fallback": "local", "timeout_s": 0.5},
+        ],
+    }
+
+
+@pytest.fixture(scope="session")
+def gateway(engine_server, blackhole) -> Iterator[GatewayThread]:
+    """One gateway for the session: in-process engine, `headstart engine` over HTTP and via
+    litellm, a dead upstream, a stalled one, fallbacks."""
+    server = GatewayThread(full_config(engine_server.base_url, blackhole.port)).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client(gateway):
+    import openai
+
+    return openai.OpenAI(base_url=gateway.base_url + "/v1", api_key="x", max_retries=0)

@@ -1,0 +1,49 @@
+"""The `headstart` command: usage, a bad config failing at start with file and key, and
+`headstart serve --config` as a real subprocess answering the SDK."""
+
+from __future__ import annotations
+
+import subprocess
+
+import openai
+
+from tests.support.processes import ServerProcess, free_port, headstart_cmd
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(headstart_cmd(*args), capture_output=True, text=True, timeout=120)
+
+
+def test_usage():
+    assert run("--help").returncode == 0 and "serve" in run("--help").stdout
+    result = run("frobnicate")
+    assert result.returncode == 2 and "unknown command" in result.stderr
+
+
+def test_bad_config_fails_at_start(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("upstreams: {a: {kind: openai}}\nroutes: [{name: r, upstream: a}]\n")
+    result = run("serve", "--config", str(path))
+    assert result.returncode == 2
+    assert f"{path}: upstreams.a: kind 'openai' needs base_url" in result.stderr
+
+
+def test_serve_with_config(tmp_path, engine_server, monkeypatch):
+    monkeypatch.setenv("H4_TEST_ENGINE_URL", engine_server.base_url)
+    path = tmp_path / "headstart.yaml"
+    path.write_text(
+        "upstreams:\n"
+        "  remote: {kind: openai, base_url: '${H4_TEST_ENGINE_URL}/v1', "
+        "model: smollm2-135m-instruct}\n"
+        "routes:\n"
+        "  - {name: chat, models: ['*'], upstream: remote}\n")
+    port = free_port()
+    server = ServerProcess(headstart_cmd("serve", "--config", str(path), "--port", str(port)),
+                           port, timeout_s=60).start()
+    try:
+        client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+        r = client.chat.completions.create(model="any", max_tokens=3,
+                                           messages=[{"role": "user", "content": "hi"}])
+        assert r.choices[0].message.content and r.model == "any"
+    finally:
+        server.stop()

@@ -1,0 +1,34 @@
+"""`/v1/completions` (legacy) through the SDK, streaming and not, local and remote."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m-instruct", "remote"])
+def test_completion(client, model):
+    r = client.completions.create(model=model, prompt="The capital of France is",
+                                  max_tokens=5, temperature=0)
+    assert r.object == "text_completion" and r.id.startswith("cmpl-") and r.model == model
+    assert r.choices[0].text and r.choices[0].finish_reason in ("stop", "length")
+    assert r.usage.completion_tokens <= 5 and r.usage.prompt_tokens > 0
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m-instruct", "remote"])
+def test_streaming_completion(client, model):
+    chunks = list(client.completions.create(model=model, prompt="One, two, three,",
+                                            max_tokens=5, temperature=0, stream=True,
+                                            stream_options={"include_usage": True}))
+    assert all(c.object == "text_completion" for c in chunks)
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    assert text
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+
+def test_same_answer_streamed_or_not(client):
+    kwargs = dict(model="smollm2-135m-instruct", prompt="Water boils at", max_tokens=6,
+                  temperature=0)
+    whole = client.completions.create(**kwargs).choices[0].text
+    streamed = "".join(c.choices[0].text for c in client.completions.create(stream=True, **kwargs)
+                       if c.choices)
+    assert whole == streamed

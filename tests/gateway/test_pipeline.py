@@ -1,0 +1,99 @@
+"""The request path's failure handling, for real: a dead upstream (503 naming it), fallback,
+per-route timeouts (504), and a client leaving mid-stream aborting the engine's request."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import openai
+import pytest
+
+MSGS = [{"role": "user", "content": "Tell me a long story about a lighthouse."}]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_dead_upstream_is_503_naming_it(client, stream):
+    with pytest.raises(openai.APIStatusError) as info:
+        client.chat.completions.create(model="down", messages=MSGS, max_tokens=2, stream=stream)
+    assert info.value.status_code == 503
+    assert "upstream 'dead'" in info.value.message
+    assert info.value.body["type"] == "service_unavailable"
+
+
+def test_fallback_answers_when_upstream_is_down(client):
+    raw = client.chat.completions.with_raw_response.create(model="fallback", messages=MSGS,
+                                                           max_tokens=3)
+    assert raw.headers["x-headstart-upstream"] == "remote"
+    assert raw.parse().choices[0].message.content
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_stalled_upstream_times_out_with_504(client, stream):
+    t0 = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as info:
+        client.chat.completions.create(model="slow", messages=MSGS, max_tokens=2, stream=stream)
+    assert info.value.status_code == 504
+    assert "upstream 'stalled'" in info.value.message
+    assert time.monotonic() - t0 < 30  # bounded by the route's timeout, not the client's
+
+
+def test_timeout_falls_back(client, gateway):
+    raw = client.chat.completions.with_raw_response.create(model="slow-fallback",
+                                                           messages=MSGS, max_tokens=3)
+    assert raw.headers["x-headstart-upstream"] == "local"
+    metrics = httpx.get(gateway.base_url + "/metrics").text
+    assert 'headstart_gateway_fallbacks_total{route="slow-fallback",upstream="local"}' in metrics
+
+
+def wait_until(predicate, timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_client_disconnect_frees_engine_blocks(gateway):
+    engine = gateway.app.state.engine
+    body = {"model": "smollm2-135m-instruct", "messages": MSGS, "max_tokens": 400,
+            "ignore_eos": True, "stream": True}
+    with httpx.stream("POST", gateway.base_url + "/v1/chat/completions", json=body,
+                      timeout=60) as r:
+        assert r.status_code == 200
+        seen = 0
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
+                seen += 1
+                if seen == 3:
+                    break
+        stats = engine.stats()
+        assert stats.num_running == 1 and stats.kv_blocks_used > 0
+    # the connection is closed: the gateway must abort the engine's request
+    assert wait_until(lambda: engine.stats().num_running == 0), engine.stats()
+    assert engine.stats().kv_blocks_used == 0
+
+
+def test_mid_stream_error_becomes_an_error_frame(gateway):
+    # a total timeout that expires after the first chunk: the status is already 200
+    from gateway.config import GatewayConfig
+    from tests.gateway.conftest import GatewayThread
+
+    config = GatewayConfig.from_dict({
+        "upstreams": {"remote": gateway.app.state.config.upstreams["remote"].model_dump()},
+        "routes": [{"name": "r", "models": ["m"], "upstream": "remote", "timeout_s": 30,
+                    "total_timeout_s": 0.3}],
+    })
+    short = GatewayThread(config).start()
+    try:
+        body = {"model": "m", "messages": MSGS, "max_tokens": 300, "ignore_eos": True,
+                "stream": True}
+        with httpx.stream("POST", short.base_url + "/v1/chat/completions", json=body) as r:
+            assert r.status_code == 200
+            frames = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+        assert frames[-1] != "[DONE]"
+        assert json.loads(frames[-1])["error"]["type"] == "timeout_error"
+    finally:
+        short.stop()

@@ -1,0 +1,22 @@
+"""Shared fixtures for prompts/ tests: the bundled engine's real tokenizer (no model load)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def engine_tokenizer():
+    """SmolLM2's tokenizer and chat template, read from the GGUF's metadata."""
+    from engine.tokenizer import Tokenizer
+    from engine.weights import default_model_path
+    from engine.weights.gguf_loader import GGUFCheckpoint
+
+    return Tokenizer.from_gguf_metadata(GGUFCheckpoint(default_model_path()).metadata)
+
+
+@pytest.fixture(scope="session")
+def engine_counter(engine_tokenizer):
+    from prompts.tokens import EngineTokenCounter
+
+    return EngineTokenCounter(engine_tokenizer)

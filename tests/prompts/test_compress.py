@@ -1,0 +1,47 @@
+"""The compression gate: only above min_tokens, only when it pays for the prefill it saves."""
+
+from __future__ import annotations
+
+from prompts.compress import Compressor, CompressSettings, CostModel
+from prompts.quality import make_cases
+
+
+def chat(case) -> list[dict]:
+    return [{"role": "system", "content": "Answer from the document."},
+            {"role": "user", "content": f"{case.context}\n\n{case.question}"}]
+
+
+async def test_below_min_tokens_nothing_happens(engine_counter):
+    case = make_cases(1, paragraphs=3)[0]
+    messages = chat(case)
+    out, report = await Compressor(engine_counter).compress(
+        messages, CompressSettings(min_tokens=5000))
+    assert out is messages and not report.applied and "min_tokens" in report.skipped[0]
+
+
+async def test_slow_upstream_gets_selection_and_keeps_the_fact(engine_counter):
+    case = make_cases(1, paragraphs=40)[0]
+    messages = chat(case)
+    settings = CompressSettings(min_tokens=500, target_ratio=0.3, prefill_tokens_per_s=500)
+    out, report = await Compressor(engine_counter).compress(messages, settings)
+    assert "select" in report.applied and report.ratio < 0.45
+    kept = out[-1]["content"]
+    assert case.answer in kept and kept.endswith(case.question)  # the question stays last
+    assert out[0] == messages[0]  # short messages are not touched
+    assert messages[-1]["content"].startswith(case.context[:50])  # input not mutated
+
+
+async def test_fast_upstream_is_not_worth_compressing(engine_counter):
+    """At 10M tokens/s prefill the saving is microseconds: selection is skipped."""
+    case = make_cases(1, paragraphs=40)[0]
+    costs = CostModel()
+    settings = CompressSettings(min_tokens=500, prefill_tokens_per_s=10_000_000)
+    out, report = await Compressor(engine_counter, costs=costs).compress(chat(case), settings)
+    assert "select:cost>saving" in report.skipped and "select" not in report.applied
+
+
+def test_cost_model_learns():
+    costs = CostModel(per_ktok={"select": 1.0}, alpha=0.5)
+    costs.update("select", 2000, 0.002)  # observed 0.001 s/ktok
+    assert abs(costs.per_ktok["select"] - 0.5005) < 1e-9
+    assert costs.estimate("select", 1000) == costs.per_ktok["select"]
