@@ -36,11 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--refine", type=int, default=1, help="bisection steps after the sweep")
     p.add_argument("--slo-ms", type=float, default=700.0, help="p95 TTFT target")
     p.add_argument("--out", default="bench-report", help="report folder")
-    p.add_argument("--concurrency", type=int, help="cap on requests in flight")
+    p.add_argument("--concurrency", type=int, help="cap on requests in flight (time waiting for a slot is not in TTFT)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "none"))
     p.add_argument("--name", help="target label in the report (default: the base URL)")
-    p.add_argument("--max-tokens", type=int, help="tokens per answer (default 64)")
+    p.add_argument("--max-tokens", type=int, help="tokens per answer (default: chat 32, rag 32, faq 128, unique 32)")
     p.add_argument("--size", action="append", default=[], metavar="KEY=VALUE",
                    help="workload size, e.g. system_tokens=600 turns=3 docs=12 "
                         f"(fields: {', '.join(f.name for f in dataclasses.fields(WorkloadSizes))})")

@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=20.0, help="measured seconds per run")
     p.add_argument("--warmup-s", type=float, default=5.0)
     p.add_argument("--drain-s", type=float, default=20.0, help="wait for stragglers per run")
-    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--max-tokens", type=int, default=0, help="0: per-workload default")
     p.add_argument("--slo-ms", type=float, default=700.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
@@ -52,6 +52,7 @@ async def sweep_target(target: RunningTarget, args: argparse.Namespace, workload
     for workload in workloads:
         base = LoadConfig(base_url=target.base_url, model=target.model, workload=workload,
                           duration_s=args.duration, warmup_s=args.warmup_s, seed=args.seed,
+                          api_key=target.api_key,
                           sizes=WorkloadSizes(max_tokens=args.max_tokens),
                           drain_timeout_s=args.drain_s, progress=not args.no_progress)
         run_at = rate_runner(base, target=target.name, slo_ms=args.slo_ms)

@@ -1,8 +1,9 @@
-"""Open-loop load generator: Poisson session arrivals from a seed, streaming requests.
+"""Open-loop load generator: Poisson request arrivals from a seed, streaming requests.
 
-Sessions start at Poisson times whatever the server does (open loop), so a slow server
-builds a queue instead of slowing the offered load. Inside a session, turns go one after
-another with think time, each carrying the previous answers. Every request streams
+Requests arrive at Poisson times whatever the server does (open loop), so a slow server
+builds a queue instead of slowing the offered load. Each arrival continues a conversation
+whose previous answer is back and whose think time is over, or starts a new one
+(`bench/session_pool.py`). Every request streams
 through the official `openai` SDK; the record keeps TTFT (first content token), the gaps
 between content chunks, end-to-end time, the `x-cache` header and the `usage` counts.
 """
@@ -20,8 +21,9 @@ from dataclasses import dataclass, field
 from openai import AsyncOpenAI
 from tqdm import tqdm
 
+from bench.session_pool import ActiveSession, SessionPool
 from bench.stats import RequestRecord, RunSummary, summarize
-from bench.workloads import Session, WorkloadSizes, build_sessions, mean_turns
+from bench.workloads import Session, WorkloadSizes, build_sessions
 
 
 @dataclass
@@ -35,6 +37,7 @@ class LoadConfig:
     duration_s: float = 30.0  # measured window, after the warm-up
     warmup_s: float = 5.0  # requests sent earlier are excluded from the statistics
     seed: int = 0
+    pool_seed: int | None = None  # the workload's shared content (default: seed)
     concurrency: int | None = None  # cap on requests in flight (None: no cap)
     api_key: str = "none"
     sizes: WorkloadSizes = field(default_factory=WorkloadSizes)
@@ -63,16 +66,15 @@ def normalize_base_url(url: str) -> str:
 
 
 def plan(config: LoadConfig) -> tuple[list[float], list[Session]]:
-    """The session start times and the sessions, both fixed by the seed."""
-    horizon = config.warmup_s + config.duration_s
-    session_rate = config.rate / mean_turns(config.workload, config.sizes)
-    starts = poisson_arrivals(session_rate, horizon, config.seed)
-    sessions = build_sessions(config.workload, len(starts), config.seed, config.sizes)
-    return starts, sessions
+    """The request arrival times and enough sessions for them, both fixed by the seed."""
+    arrivals = poisson_arrivals(config.rate, config.warmup_s + config.duration_s, config.seed)
+    sessions = build_sessions(config.workload, len(arrivals), config.seed, config.sizes,
+                              pool_seed=config.pool_seed)
+    return arrivals, sessions
 
 
 async def stream_request(client: AsyncOpenAI, model: str, messages: list[dict],
-                         sizes: WorkloadSizes, record: RequestRecord,
+                         max_tokens: int, temperature: float, record: RequestRecord,
                          headers: dict[str, str]) -> str:
     """Send one streaming chat request, fill `record`, return the answer text."""
     started = time.perf_counter()
@@ -81,8 +83,8 @@ async def stream_request(client: AsyncOpenAI, model: str, messages: list[dict],
     chunks = 0
     try:
         raw = await client.chat.completions.with_raw_response.create(
-            model=model, messages=messages, stream=True, max_tokens=sizes.max_tokens,
-            temperature=sizes.temperature, stream_options={"include_usage": True},
+            model=model, messages=messages, stream=True, max_tokens=max_tokens,
+            temperature=temperature, stream_options={"include_usage": True},
             extra_headers=headers)
         record.cache = raw.headers.get("x-cache", "none")
         stream = raw.parse()
@@ -116,49 +118,48 @@ async def stream_request(client: AsyncOpenAI, model: str, messages: list[dict],
 
 async def run_load(config: LoadConfig, *, client: AsyncOpenAI | None = None) -> list[RequestRecord]:
     """Run the workload open-loop and return one record per request sent."""
-    starts, sessions = plan(config)
+    arrivals, sessions = plan(config)
     horizon = config.warmup_s + config.duration_s
     own_client = client is None
     client = client or AsyncOpenAI(base_url=normalize_base_url(config.base_url),
                                    api_key=config.api_key, max_retries=0,
                                    timeout=config.request_timeout_s)
+    max_tokens = config.sizes.max_tokens_for(config.workload)
     limit = asyncio.Semaphore(config.concurrency) if config.concurrency else None
+    pool = SessionPool(sessions)
     records: list[RequestRecord] = []
-    bar = tqdm(total=sum(len(s.turns) for s in sessions), unit="req", leave=False,
+    bar = tqdm(total=len(arrivals), unit="req", leave=False,
                desc=f"{config.workload} @ {config.rate:g}/s", disable=not config.progress)
     t0 = time.perf_counter()
 
-    async def run_session(start: float, session: Session) -> None:
-        await asyncio.sleep(max(0.0, start - (time.perf_counter() - t0)))
-        history: list[dict] = [{"role": "system", "content": session.system}] \
-            if session.system else []
-        headers = {"x-session-id": session.id} if len(session.turns) > 1 else {}
-        for i, turn in enumerate(session.turns):
-            if i > 0 and turn.think_s > 0:
-                await asyncio.sleep(turn.think_s)
-            sent = time.perf_counter() - t0
-            if sent >= horizon:
-                return
-            history.append({"role": "user", "content": turn.user})
-            record = RequestRecord(session_id=session.id, turn=i, sent_s=sent,
-                                   warmup=sent < config.warmup_s)
-            records.append(record)
-            if limit:
-                async with limit:
-                    answer = await stream_request(client, config.model, history,
-                                                  config.sizes, record, headers)
-            else:
-                answer = await stream_request(client, config.model, history, config.sizes,
-                                              record, headers)
-            bar.update(1)
-            if record.error:
-                return
-            history.append({"role": "assistant", "content": answer})
+    async def send(active: ActiveSession, record: RequestRecord, messages: list[dict]) -> None:
+        request = stream_request(client, config.model, messages, max_tokens,
+                                 config.sizes.temperature, record, active.headers)
+        if limit:
+            async with limit:
+                answer = await request
+        else:
+            answer = await request
+        bar.update(1)
+        if record.error is None:
+            active.finish_turn(answer)
+        pool.release(active, time.perf_counter() - t0, ok=record.error is None)
 
-    tasks = [asyncio.create_task(run_session(s, sess)) for s, sess in zip(starts, sessions, strict=True)]
+    tasks = []
     try:
+        for at in arrivals:
+            await asyncio.sleep(max(0.0, at - (time.perf_counter() - t0)))
+            active = pool.take(time.perf_counter() - t0)
+            if active is None:
+                break
+            turn, messages = active.start_turn()
+            record = RequestRecord(session_id=active.session.id, turn=turn, sent_s=at,
+                                   warmup=at < config.warmup_s)
+            records.append(record)
+            tasks.append(asyncio.create_task(send(active, record, messages)))
         if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=horizon + config.drain_timeout_s)
+            left = horizon + config.drain_timeout_s - (time.perf_counter() - t0)
+            _, pending = await asyncio.wait(tasks, timeout=max(left, 1.0))
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -166,7 +167,7 @@ async def run_load(config: LoadConfig, *, client: AsyncOpenAI | None = None) -> 
         bar.close()
         if own_client:
             await client.close()
-    return sorted(records, key=lambda r: r.sent_s)
+    return records
 
 
 async def first_model(base_url: str, api_key: str = "none") -> str:
@@ -188,11 +189,12 @@ async def measure(config: LoadConfig, *, target: str, slo_ms: float) -> RunSumma
 
 def rate_runner(base: LoadConfig, *, target: str,
                 slo_ms: float) -> Callable[[float], Awaitable[RunSummary]]:
-    """`run_at(rate)` for sweeps: each rate gets its own seed (fresh content, so one rate's
-    answers are not cache hits in the next), the same for every target."""
+    """`run_at(rate)` for sweeps: each rate gets its own traffic seed (new users and
+    questions) over one shared pool (apps, documents, FAQ), the same for every target."""
 
     async def run_at(rate: float) -> RunSummary:
-        config = dataclasses.replace(base, rate=rate, seed=base.seed * 100_003 + round(rate * 1000))
+        config = dataclasses.replace(base, rate=rate, seed=base.seed * 100_003 + round(rate * 1000),
+                                     pool_seed=base.seed if base.pool_seed is None else base.pool_seed)
         summary = await measure(config, target=target, slo_ms=slo_ms)
         print(f"[bench] {target} {base.workload} @ {rate:g}/s: {summary.requests} reqs, "
               f"{summary.errors} errors, p95 TTFT {summary.ttft_ms['p95']} ms, "

@@ -89,6 +89,7 @@ def plot_ttft_cdf(runs: list[RunSummary], path: Path, slo_ms: float) -> None:
     ax.set_ylabel("share of requests")
     ax.set_title(f"TTFT CDF — {runs[0].workload if runs else ''}")
     ax.set_ylim(0, 1.02)
+    ax.set_xlim(left=0)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

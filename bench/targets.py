@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -36,9 +37,10 @@ def gguf_path() -> str:
     return str(found[0])
 
 
-def gateway_config(features: bool) -> dict:
+def gateway_config(features: bool, admin_key: str | None = None) -> dict:
     """One route for every model name; with `features`, caches and transforms are on."""
-    route: dict = {"name": "bench", "models": ["*"], "upstream": "local", "timeout_s": 300}
+    route: dict = {"name": "bench", "models": [MODEL_NAME, "*"], "upstream": "local",
+                   "timeout_s": 300}
     if features:
         route.update(
             cache={"exact": {"enabled": True, "ttl_s": 3600},
@@ -46,7 +48,10 @@ def gateway_config(features: bool) -> dict:
             window={"max_input_tokens": 4096, "dropped": "drop"},
             compress={"enabled": True, "min_tokens": 1500},
         )
-    return {"upstreams": {"local": {"kind": "engine", "model": MODEL_NAME}}, "routes": [route]}
+    config = {"upstreams": {"local": {"kind": "engine", "model": MODEL_NAME}}, "routes": [route]}
+    if admin_key:
+        config["auth"] = {"admin_key": admin_key}
+    return config
 
 
 @dataclass
@@ -56,6 +61,7 @@ class RunningTarget:
     model: str
     processes: list[ServerProcess] = field(default_factory=list)
     notes: str = ""
+    api_key: str = "none"
 
     def stop(self) -> None:
         for proc in reversed(self.processes):
@@ -103,9 +109,11 @@ def start_target(name: str, threads: int = 2) -> RunningTarget:
     engine_port = free_port()
     engine = ServerProcess(headstart_cmd("engine", "--port", str(engine_port),
                                          "--served-model-name", MODEL_NAME), engine_port).start()
+    master_key = f"sk-bench-{secrets.token_hex(16)}"  # the proxy refuses to run open
     config = _write_yaml({"model_list": [{"model_name": MODEL_NAME, "litellm_params": {
         "model": f"openai/{MODEL_NAME}", "api_base": f"{engine.base_url}/v1",
-        "api_key": "none"}}]}, "bench-litellm-")
+        "api_key": "none"}}], "general_settings": {"master_key": master_key}},
+        "bench-litellm-")
     binary = LITELLM_BIN if Path(LITELLM_BIN).exists() else shutil.which("litellm")
     try:
         proxy = ServerProcess([binary, "--config", config, "--host", "127.0.0.1", "--port",
@@ -115,4 +123,4 @@ def start_target(name: str, threads: int = 2) -> RunningTarget:
         engine.stop()
         raise
     return RunningTarget(name, f"{proxy.base_url}/v1", MODEL_NAME, [engine, proxy],
-                         notes="LiteLLM proxy -> headstart engine")
+                         notes="LiteLLM proxy -> headstart engine", api_key=master_key)

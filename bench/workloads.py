@@ -15,13 +15,15 @@ from dataclasses import dataclass, field, fields
 from bench.text import paragraph, paragraphs, sentence, title
 
 WORKLOADS = ("chat", "rag", "faq", "unique")
+# FAQ answers must be able to finish (`finish_reason: stop`): a cut answer is never cached.
+DEFAULT_MAX_TOKENS = {"chat": 32, "rag": 32, "faq": 128, "unique": 32}
 
 
 @dataclass
 class WorkloadSizes:
     """Knobs for every workload (tokens are approximate); `--size key=value` sets them."""
 
-    max_tokens: int = 64
+    max_tokens: int = 0  # 0: the workload's default (DEFAULT_MAX_TOKENS)
     temperature: float = 0.0
     # chat
     apps: int = 4
@@ -39,6 +41,9 @@ class WorkloadSizes:
     reword_prob: float = 0.5
     # unique
     prompt_tokens: int = 200
+
+    def max_tokens_for(self, kind: str) -> int:
+        return self.max_tokens or DEFAULT_MAX_TOKENS.get(kind, 32)
 
     def update(self, pairs: dict[str, str]) -> WorkloadSizes:
         """Set fields from strings, with the field's type; unknown names raise ValueError."""
@@ -64,19 +69,19 @@ class Session:
     group: str = ""  # the app, document or question family this session draws on
 
 
-def mean_turns(kind: str, sizes: WorkloadSizes) -> float:
-    """Requests per session, to turn a request rate into a session arrival rate."""
-    return float(sizes.turns) if kind == "chat" else 1.0
+def build_sessions(kind: str, count: int, seed: int, sizes: WorkloadSizes | None = None,
+                   pool_seed: int | None = None) -> list[Session]:
+    """`count` sessions of workload `kind`, identical for identical arguments.
 
-
-def build_sessions(kind: str, count: int, seed: int,
-                   sizes: WorkloadSizes | None = None) -> list[Session]:
-    """`count` sessions of workload `kind`, identical for identical arguments."""
+    The shared pool (apps' system prompts, documents, FAQ questions) comes from `pool_seed`
+    (default: `seed`), the users and what they ask from `seed`: runs of a sweep keep one
+    corpus, as a deployment does, and vary the traffic."""
     sizes = sizes or WorkloadSizes()
     builders = {"chat": _chat, "rag": _rag, "faq": _faq, "unique": _unique}
     if kind not in builders:
         raise ValueError(f"unknown workload {kind!r}; choose one of {', '.join(WORKLOADS)}")
-    return builders[kind](count, random.Random(f"{kind}:{seed}"), sizes)
+    pool = random.Random(f"{kind}:pool:{seed if pool_seed is None else pool_seed}")
+    return builders[kind](count, pool, random.Random(f"{kind}:{seed}"), sizes)
 
 
 def _zipf_choice(rng: random.Random, n: int) -> int:
@@ -84,12 +89,13 @@ def _zipf_choice(rng: random.Random, n: int) -> int:
     return rng.choices(range(n), weights=[1.0 / (i + 1) for i in range(n)])[0]
 
 
-def _chat(count: int, rng: random.Random, sizes: WorkloadSizes) -> list[Session]:
+def _chat(count: int, pool: random.Random, rng: random.Random,
+          sizes: WorkloadSizes) -> list[Session]:
     apps = []
     for a in range(sizes.apps):
-        name = title(rng)
+        name = title(pool)
         prompt = (f"You are the assistant of {name}, app number {a}. Answer briefly and "
-                  f"politely. Follow these rules.\n\n" + paragraphs(rng, sizes.system_tokens))
+                  f"politely. Follow these rules.\n\n" + paragraphs(pool, sizes.system_tokens))
         apps.append(prompt)
     sessions = []
     for i in range(count):
@@ -110,14 +116,15 @@ def _question(rng: random.Random, tokens: int) -> str:
 RAG_SYSTEM = "Answer the question using only the document the user gives. Be brief."
 
 
-def _rag(count: int, rng: random.Random, sizes: WorkloadSizes) -> list[Session]:
+def _rag(count: int, pool: random.Random, rng: random.Random,
+         sizes: WorkloadSizes) -> list[Session]:
     docs = []
     for d in range(sizes.docs):
-        tokens = rng.randint(sizes.doc_min_tokens, sizes.doc_max_tokens)
-        name = title(rng)
-        questions = [f"What does the document say about the {title(rng, 1).lower()} "
+        tokens = pool.randint(sizes.doc_min_tokens, sizes.doc_max_tokens)
+        name = title(pool)
+        questions = [f"What does the document say about the {title(pool, 1).lower()} "
                      f"of {name}?" for _ in range(sizes.questions_per_doc)]
-        docs.append((f"Document {d}: {name}\n\n{paragraphs(rng, tokens)}", questions))
+        docs.append((f"Document {d}: {name}\n\n{paragraphs(pool, tokens)}", questions))
     sessions = []
     for i in range(count):
         d = _zipf_choice(rng, len(docs))
@@ -140,9 +147,10 @@ FAQ_TEMPLATES = ["How do I {a} {o}?", "How can I {a} {o}?", "What is the way to 
                  "What are the steps to {a} {o}?", "Is there a way to {a} {o}?"]
 
 
-def _faq(count: int, rng: random.Random, sizes: WorkloadSizes) -> list[Session]:
+def _faq(count: int, pool: random.Random, rng: random.Random,
+         sizes: WorkloadSizes) -> list[Session]:
     pairs = [(a, o) for a in FAQ_ACTIONS for o in FAQ_OBJECTS]
-    rng.shuffle(pairs)
+    pool.shuffle(pairs)
     pool = pairs[: max(1, sizes.faq_questions)]
     sessions = []
     for i in range(count):
@@ -156,7 +164,8 @@ def _faq(count: int, rng: random.Random, sizes: WorkloadSizes) -> list[Session]:
     return sessions
 
 
-def _unique(count: int, rng: random.Random, sizes: WorkloadSizes) -> list[Session]:
+def _unique(count: int, pool: random.Random, rng: random.Random,
+            sizes: WorkloadSizes) -> list[Session]:
     sessions = []
     for i in range(count):
         nonce = f"{rng.getrandbits(48):012x}"

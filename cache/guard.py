@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 
 from cache.lexicon import (
     CONTRACTIONS,
@@ -53,8 +54,8 @@ class Question:
 class GuardConfig:
     reword_threshold: float = 0.86  # similarity that stands in for word checks (reworded)
     max_unmatched: int = 0  # content words of one side with no match in the other
-    lexical_floor: float = 0.5  # similarity enough when the words match (typos, fillers)
-    reword_share: float = 0.5  # unmatched share of content words that makes a pair "reworded"
+    lexical_floor: float = 0.35  # similarity enough when the words match (typos, fillers)
+    reword_overlap: float = 0.5  # token-sequence overlap under which a pair counts as reworded
     fuzzy: bool = True  # tolerate typos (one edit in words of 5+ letters)
 
 
@@ -156,14 +157,45 @@ def _opposite(a: str, b: str) -> bool:
     return b.startswith("in") and a.startswith("ex") and a[2:] == b[2:]
 
 
+def _same_family(a: str, b: str) -> bool:
+    """connect/connection, withdraw/withdrawal: one stem extends the other by a suffix."""
+    short, long_ = sorted((stem(a), stem(b)), key=len)
+    return len(short) >= 5 and long_.startswith(short) and len(long_) - len(short) <= 4
+
+
+def _synonyms(word: str) -> set[str]:
+    return SYNONYMS.get(word, set()) | SYNONYMS.get(stem(word), set())
+
+
 def _matched(word: str, other: Question, fuzzy: bool) -> bool:
     s = stem(word)
+    syns = {stem(x) for x in _synonyms(word)}
     for w in other.content:
-        if w == word or stem(w) == s or w in SYNONYMS.get(word, ()):
+        if w == word or stem(w) == s or _same_family(w, word):
             return True
         if fuzzy and _typo(w, word):
             return True
-    return False
+    return any(w in syns or stem(w) in syns for w in other.tokens)
+
+
+ROLE_WORDS = frozenset("from to into onto for with by before after over under".split())
+
+
+def _roles(q: Question) -> set[tuple[str, str]]:
+    """(preposition, content stem) pairs: "from savings", "to current"."""
+    out = set()
+    for i, tok in enumerate(q.tokens):
+        if tok in ROLE_WORDS:
+            nxt = next((t for t in q.tokens[i + 1:i + 4] if t in q.content), None)
+            if nxt:
+                out.add((tok, stem(nxt)))
+    return out
+
+
+def _swapped(a: Question, b: Question) -> bool:
+    """The same content word governed by different prepositions on the two sides."""
+    ra, rb = dict((w, p) for p, w in _roles(a)), dict((w, p) for p, w in _roles(b))
+    return any(w in rb and rb[w] != p for w, p in ra.items())
 
 
 def _order(q: Question) -> list[str]:
@@ -206,19 +238,22 @@ class Guard:
         words_b = {t for t in b.tokens}
         for ent in a.entities ^ b.entities:
             other = words_b if ent in a.entities else words_a
-            if ent not in other and not any(_typo(ent, w) for w in other):
+            if ent not in other and not any(_typo(ent, w) for w in other) \
+                    and not _synonyms(ent) & other:
                 return Verdict(False, "entity", {"entity": ent})
         missing_a = [w for w in a.content if not _matched(w, b, fuzzy)]
         missing_b = [w for w in b.content if not _matched(w, a, fuzzy)]
         unmatched = len(set(missing_a)) + len(set(missing_b))
+        if _order(a) != _order(b) and sorted(_order(a)) == sorted(_order(b)):
+            return Verdict(False, "order")
         if unmatched <= self.config.max_unmatched:
-            if _order(a) != _order(b) and sorted(_order(a)) == sorted(_order(b)):
-                return Verdict(False, "order")
+            if _roles(a) & _roles(b) != _roles(a) | _roles(b) and _swapped(a, b):
+                return Verdict(False, "roles")
             if similarity >= self.config.lexical_floor:
                 return Verdict(True, "ok", {"unmatched": unmatched})
             return Verdict(False, "similarity")
-        share = unmatched / max(1, len(set(a.content)) + len(set(b.content)))
-        if share >= self.config.reword_share and similarity >= bar:
+        overlap = SequenceMatcher(None, a.tokens, b.tokens, autojunk=False).ratio()
+        if overlap < self.config.reword_overlap and similarity >= bar:
             return Verdict(True, "reworded", {"unmatched": unmatched})
         return Verdict(False, "content", {"a": sorted(set(missing_a)),
                                           "b": sorted(set(missing_b))})

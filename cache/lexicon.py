@@ -66,7 +66,7 @@ borrow lend entry exit import export push pull give take giving taking
 keep discard save delete saved deleted create delete created deleted
 confirm cancel confirmed cancelled accept decline attend miss allow block
 most least often rarely always never can cannot should shouldnt
-need avoid should avoid good harmful
+need avoid should avoid good harmful from to into out
 """.split()
 
 SYNONYM_GROUPS = [
@@ -87,6 +87,8 @@ SYNONYM_GROUPS = [
     "track trace", "rubbish trash garbage waste", "flat apartment", "holiday vacation leave",
     "film movie", "lorry truck", "autumn fall", "postcode zipcode", "mum mom mother",
     "dad father", "talk speak", "discount reduction", "customer client", "fix sort",
+    "atm cashpoint", "tv television", "pc computer", "email mail", "telly tv",
+    "receive get", "register signup", "loo toilet", "bin rubbish", "gp doctor",
 ]
 # Phrases that carry no request: dropped before reading a question.
 FILLER_PHRASES = (

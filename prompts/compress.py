@@ -113,7 +113,7 @@ class Compressor:
         if "prune" in settings.methods and self.scorer is not None and tokens > budget:
             saving_s = tokens * (1 - settings.target_ratio) / rate
             if self.costs.estimate("prune", tokens) < saving_s:
-                job = _pruned(text, self.scorer, settings.target_ratio)
+                job = _pruned(text, self.scorer, settings.target_ratio, is_question_turn)
                 text, tokens = await self._timed("prune", tokens, report, job, self.counter)
             else:
                 report.skipped.append("prune:cost>saving")
@@ -134,8 +134,12 @@ async def _lossless(text: str) -> str:
     return compress_lossless(text).text
 
 
-async def _pruned(text: str, scorer: TokenScorer, ratio: float) -> str:
-    return (await prune_text(text, scorer, ratio)).text
+async def _pruned(text: str, scorer: TokenScorer, ratio: float, keep_question: bool) -> str:
+    """Pruned text; in the question's own turn the question itself is kept whole."""
+    head, sep, question = text.rpartition("\n\n") if keep_question else ("", "", "")
+    if not head:
+        return (await prune_text(text, scorer, ratio)).text
+    return (await prune_text(head, scorer, ratio)).text + sep + question
 
 
 def _question(text: str) -> str:

@@ -26,13 +26,12 @@ class PruneResult:
 
 
 def _word_spans(pieces: list[str]) -> list[tuple[int, int]]:
-    """[start, end) token ranges of words: a word starts at a token beginning with a space,
-    a newline or punctuation, and runs until the next such token."""
+    """[start, end) token ranges of words: a word starts at a token beginning with
+    whitespace (or after a newline), so "D-466," and "2,345,000" stay whole."""
     spans: list[tuple[int, int]] = []
     start = 0
     for i in range(1, len(pieces)):
-        head = pieces[i][:1]
-        if head.isspace() or (head and not head.isalnum()) or pieces[i - 1].endswith("\n"):
+        if pieces[i][:1].isspace() or pieces[i - 1].endswith("\n"):
             spans.append((start, i))
             start = i
     if pieces:

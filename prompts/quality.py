@@ -39,6 +39,11 @@ class PlantedCase:
     question: str
     answer: str  # the fact's value; it must survive compression
 
+    @property
+    def prompt(self) -> str:
+        """The user turn as sent: the document, then the question."""
+        return f"{self.context}\n\n{self.question}"
+
 
 @dataclass
 class QualityReport:
@@ -95,13 +100,14 @@ Compress = Callable[[PlantedCase], Awaitable[str]]
 
 async def evaluate(cases: list[PlantedCase], compress: Compress,
                    count: Callable[[str], int]) -> QualityReport:
-    """Run `compress` over every case; a case survives when its answer is still in the text."""
+    """Run `compress` over every case (it returns the kept prompt); a case survives when its
+    answer is still in the kept text."""
     report = QualityReport(len(cases), 0, 0, 0.0, 0)
     for case in cases:
         t0 = time.perf_counter()
         kept = await compress(case)
         report.seconds += time.perf_counter() - t0
-        report.tokens_in += count(case.context)
+        report.tokens_in += count(case.prompt)
         report.tokens_out += count(kept)
         report.survived += case.answer in kept
     return report

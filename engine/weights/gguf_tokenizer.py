@@ -36,8 +36,9 @@ def _pre_tokenizer(pre: str | None) -> pre_tokenizers.PreTokenizer:
             pre_tokenizers.Split(Regex(_SPLITS[pre]), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ])
-    if pre == "smollm":  # gpt2 regex after splitting every digit on its own (SmolLM's tokenizer.json)
-        return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+    # "gpt2", "smollm", ...: the gpt2 regex. SmolLM's vocabulary has no merges between ASCII
+    # digits, so splitting digits apart first (as its tokenizer.json does) changes nothing,
+    # while its merges of non-ASCII numerals ("Ġ½") show they were learned unsplit.
     return byte_level
 
 

@@ -7,6 +7,7 @@ import json
 import os
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 from torch import Tensor
 
@@ -33,8 +34,18 @@ class SafetensorsCheckpoint:
             raise ModelLoadError(f"no .safetensors files in {folder!r}")
         self.folder = folder
         self.config = ModelConfig.from_hf_config(self.hf_config)
+        names = self._tensor_names()
+        self.config.attention_bias = any(n.endswith("self_attn.q_proj.bias") for n in names)
+        self.config.tie_word_embeddings = "lm_head.weight" not in names
         self.config.eos_token_ids = list(dict.fromkeys(
             self.config.eos_token_ids + self._generation_eos_ids()))
+
+    def _tensor_names(self) -> set[str]:
+        names: set[str] = set()
+        for path in self.files:
+            with safe_open(path, framework="pt") as f:
+                names.update(f.keys())
+        return names
 
     def _generation_eos_ids(self) -> list[int]:
         path = os.path.join(self.folder, "generation_config.json")

@@ -4,11 +4,15 @@ import importlib.util
 import json
 import subprocess
 
+import httpx
 import pytest
 
 from bench.cli import build_parser, parse_sizes
 from bench.targets import MODEL_NAME, gateway_config
+from bench.workloads import FAQ_SYSTEM, WorkloadSizes, build_sessions
 from tests.support.processes import ServerProcess, free_port, headstart_cmd
+
+ADMIN_KEY = "bench-admin"
 
 
 def test_parser_defaults_match_the_contract():
@@ -31,7 +35,7 @@ def gateway(tmp_path_factory):
     import yaml
 
     config = tmp_path_factory.mktemp("gw") / "bench.yaml"
-    config.write_text(yaml.safe_dump(gateway_config(features=True)))
+    config.write_text(yaml.safe_dump(gateway_config(features=True, admin_key=ADMIN_KEY)))
     port = free_port()
     server = ServerProcess(headstart_cmd("serve", "--config", str(config), "--port", str(port)),
                            port).start()
@@ -41,6 +45,19 @@ def gateway(tmp_path_factory):
 
 @pytest.mark.timeout(120)
 def test_short_real_run_writes_every_output_file(gateway, tmp_path):
+    """FAQ run over 3 questions whose plain wording is preloaded through the admin API:
+    plain repeats are exact hits, rewordings semantic hits or misses (the engine answers)."""
+    sizes = WorkloadSizes(faq_questions=3, reword_prob=0.0)
+    plain = {s.turns[0].user for s in build_sessions("faq", 100, seed=1, sizes=sizes, pool_seed=0)}
+    assert len(plain) == 3
+    for question in plain:
+        r = httpx.post(f"{gateway.base_url}/admin/cache/entries",
+                       headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+                       json={"route": "bench", "response": "See the help page.",
+                             "params": {"temperature": 0.0, "max_tokens": 4},
+                             "messages": [{"role": "system", "content": FAQ_SYSTEM},
+                                          {"role": "user", "content": question}]})
+        assert r.status_code == 200, r.text
     out = tmp_path / "report"
     done = subprocess.run(
         headstart_cmd("bench", "--base-url", gateway.base_url, "--model", MODEL_NAME,

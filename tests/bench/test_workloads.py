@@ -3,7 +3,7 @@
 import pytest
 
 from bench.text import paragraphs, words_for_tokens
-from bench.workloads import WorkloadSizes, build_sessions, mean_turns
+from bench.workloads import WorkloadSizes, build_sessions
 
 SMALL = WorkloadSizes(system_tokens=120, docs=3, doc_min_tokens=100, doc_max_tokens=150,
                       faq_questions=5, prompt_tokens=40, turns=3, apps=2)
@@ -28,7 +28,6 @@ def test_chat_apps_share_long_system_prompts_across_users():
     assert any(t.think_s > 0 for s in sessions for t in s.turns[1:])
     assert len({s.id for s in sessions}) == 30
     assert len(next(iter(systems)).split()) > 80  # hundreds of tokens
-    assert mean_turns("chat", SMALL) == 3.0 and mean_turns("rag", SMALL) == 1.0
 
 
 def test_rag_documents_repeat_and_faq_questions_repeat():
@@ -63,3 +62,23 @@ def test_text_size_tracks_the_token_target():
 
     text = paragraphs(random.Random(0), 1000)
     assert abs(len(text.split()) - words_for_tokens(1000)) < 40
+
+
+def docs(sessions):
+    return {s.turns[0].user.split("\n\nQuestion:")[0] for s in sessions}
+
+
+def test_pool_seed_keeps_the_corpus_and_changes_the_traffic():
+    a = build_sessions("rag", 30, seed=1, sizes=SMALL, pool_seed=9)
+    b = build_sessions("rag", 30, seed=2, sizes=SMALL, pool_seed=9)
+    assert docs(a) == docs(b)
+    assert [s.turns[0].user for s in a] != [s.turns[0].user for s in b]
+    chat_a = build_sessions("chat", 10, seed=1, sizes=SMALL, pool_seed=9)
+    chat_b = build_sessions("chat", 10, seed=2, sizes=SMALL, pool_seed=9)
+    assert {s.system for s in chat_a} == {s.system for s in chat_b}
+
+
+def test_max_tokens_default_per_workload():
+    assert WorkloadSizes().max_tokens_for("faq") == 128
+    assert WorkloadSizes().max_tokens_for("chat") == 32
+    assert WorkloadSizes(max_tokens=5).max_tokens_for("faq") == 5

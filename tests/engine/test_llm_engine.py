@@ -64,10 +64,11 @@ def test_chunked_prefill_equals_one_shot(smollm_fp32, reference: list[list[int]]
 
 
 def test_preemption_still_gives_the_same_answers(smollm_fp32, reference) -> None:
-    small = make_engine(smollm_fp32, num_kv_blocks=8)  # 128 tokens: two requests do not fit
-    prompts = [chat(small.tokenizer, q) for q in QUESTIONS[:3]]
-    outputs = small.generate(prompts, GREEDY)
-    assert [o.token_ids for o in outputs] == reference[:3]
+    # 6 blocks of 16: two ~38-token prompts fit, but not once both grow past 48 tokens.
+    small = make_engine(smollm_fp32, num_kv_blocks=6, enable_prefix_caching=False)
+    order = [2, 3, 0]
+    outputs = small.generate([chat(small.tokenizer, QUESTIONS[i]) for i in order], GREEDY)
+    assert [o.token_ids for o in outputs] == [reference[i] for i in order]
     assert small.scheduler.num_preemptions > 0
     assert small.kv.stats().used == 0
 
@@ -146,5 +147,6 @@ def test_session_blocks_survive_pressure(smollm_fp32) -> None:
                 hits = delta.cached_tokens
         return hits
 
-    assert run(session_id=None) == 0  # evicted by the other traffic (LRU)
-    assert run(session_id="chat-7") >= 64  # kept for its session
+    plain, kept = run(session_id=None), run(session_id="chat-7")
+    assert plain <= 32  # at most the shared system prompt: the rest was evicted (LRU)
+    assert kept >= 128  # the whole document was kept for its session

@@ -77,13 +77,42 @@ def start_gateway() -> Iterator[Callable[[dict[str, Any]], str]]:
         gateway.stop()
 
 
+class EngineBoot:
+    """`headstart engine` starting in a background thread, so the session's in-process
+    engine can load at the same time (each model load costs seconds)."""
+
+    def __init__(self) -> None:
+        port = free_port()
+        self.server = ServerProcess(headstart_cmd("engine", "--port", str(port)), port)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._start, daemon=True)
+        self.thread.start()
+
+    def _start(self) -> None:
+        try:
+            self.server.start()
+        except BaseException as e:  # noqa: BLE001 - reported by wait()
+            self.error = e
+
+    def wait(self) -> ServerProcess:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.server
+
+
 @pytest.fixture(scope="session")
-def engine_server() -> Iterator[ServerProcess]:
+def engine_boot() -> Iterator[EngineBoot]:
+    boot = EngineBoot()
+    yield boot
+    boot.thread.join()
+    boot.server.stop()
+
+
+@pytest.fixture(scope="session")
+def engine_server(engine_boot) -> ServerProcess:
     """One `headstart engine` subprocess for the session (SmolLM2 on a free port)."""
-    port = free_port()
-    server = ServerProcess(headstart_cmd("engine", "--port", str(port)), port).start()
-    yield server
-    server.stop()
+    return engine_boot.wait()
 
 
 class Blackhole:
@@ -135,10 +164,11 @@ def full_config(engine_url: str, blackhole_port: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def gateway(engine_server, blackhole) -> Iterator[GatewayThread]:
+def gateway(engine_boot, blackhole) -> Iterator[GatewayThread]:
     """One gateway for the session: in-process engine, `headstart engine` over HTTP and via
     litellm, a dead upstream, a stalled one, fallbacks."""
-    server = GatewayThread(full_config(engine_server.base_url, blackhole.port)).start()
+    server = GatewayThread(full_config(engine_boot.server.base_url, blackhole.port)).start()
+    engine_boot.wait()
     yield server
     server.stop()
 

@@ -97,3 +97,23 @@ def test_mid_stream_error_becomes_an_error_frame(gateway):
         assert json.loads(frames[-1])["error"]["type"] == "timeout_error"
     finally:
         short.stop()
+
+
+def engine_gauge(engine_server, name: str) -> float:
+    for line in httpx.get(engine_server.base_url + "/metrics").text.splitlines():
+        if line.startswith(f"headstart_engine_{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
+
+
+def test_client_disconnect_aborts_remote_upstream(gateway, engine_server):
+    body = {"model": "remote", "messages": MSGS, "max_tokens": 400, "ignore_eos": True,
+            "stream": True}
+    with httpx.stream("POST", gateway.base_url + "/v1/chat/completions", json=body,
+                      timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
+                break
+        assert engine_gauge(engine_server, "num_requests_running") == 1
+    assert wait_until(lambda: engine_gauge(engine_server, "num_requests_running") == 0)
+    assert engine_gauge(engine_server, "kv_blocks_used") == 0

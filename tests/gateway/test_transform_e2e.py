@@ -77,7 +77,6 @@ def test_decomposed_answer_streams_in_order_with_summed_usage(client):
         model="win", messages=[{"role": "user", "content": "Answer briefly:\nWhat is 2 + 2?"}],
         max_tokens=8, temperature=0).usage
     assert usage.prompt_tokens > single.prompt_tokens  # both sub-calls counted
-    assert usage.completion_tokens > 8 or usage.completion_tokens == 16
 
 
 def test_compression_header(client):

@@ -154,7 +154,7 @@ async def test_compression_shrinks_long_context(engine_like):
         "enabled": True, "min_tokens": 500, "target_ratio": 0.3, "embeddings": False,
         "prefill_tokens_per_s": 200})
     case = make_cases(1, paragraphs=40)[0]
-    ctx = make_ctx(config, [{"role": "user", "content": f"{case.context}\n\n{case.question}"}])
+    ctx = make_ctx(config, [{"role": "user", "content": case.prompt}])
     upstream = Upstream()
     await run(stage, ctx, upstream)
     sent = upstream.requests[0].messages[0].text()
@@ -225,3 +225,20 @@ async def test_map_reduce_for_a_document_over_the_context(engine_like):
     reduce = upstream.requests[-1].messages[-1].text()
     assert "The marker is 42." in reduce and "NOT FOUND" not in reduce.split("Question:")[0][200:]
     assert chunks[-1].usage.completion_tokens == 5 * (len(maps) + 1)
+
+
+@pytest.mark.slow
+async def test_engine_model_scorer_scores_and_prunes():
+    """The bundled model as the pruning scorer (loads its own copy: slow)."""
+    from gateway.transform_stage import EngineModelScorer
+    from prompts.prune import prune_text
+
+    scorer = EngineModelScorer()
+    ids = scorer.encode("The capital of France is Paris. The capital of France is Paris.")
+    logprobs = await scorer.token_logprobs(ids)
+    assert len(logprobs) == len(ids) and logprobs[0] == 0.0 and all(lp <= 0 for lp in logprobs)
+    half = len(ids) // 2
+    assert sum(logprobs[half + 1:]) > sum(logprobs[1:half])  # the repeat is predictable
+    case = make_cases(1, paragraphs=6)[0]
+    result = await prune_text(case.context, scorer, target_ratio=0.5)
+    assert result.tokens_out <= 0.55 * result.tokens_in and case.answer in result.text

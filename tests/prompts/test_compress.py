@@ -8,7 +8,7 @@ from prompts.quality import make_cases
 
 def chat(case) -> list[dict]:
     return [{"role": "system", "content": "Answer from the document."},
-            {"role": "user", "content": f"{case.context}\n\n{case.question}"}]
+            {"role": "user", "content": case.prompt}]
 
 
 async def test_below_min_tokens_nothing_happens(engine_counter):

@@ -31,8 +31,8 @@ class UnigramScorer:
 
 
 def test_word_spans_group_subword_tokens():
-    assert _word_spans(["The", " quick", "est", " fox", ",", " 42"]) == [
-        (0, 1), (1, 3), (3, 4), (4, 5), (5, 6)]
+    assert _word_spans(["The", " quick", "est", " fox", ",", " D", "-", "466", "\n", "x"]) == [
+        (0, 1), (1, 3), (3, 5), (5, 8), (8, 9), (9, 10)]
 
 
 async def test_prune_hits_the_ratio_and_keeps_rare_words_and_numbers(engine_tokenizer):

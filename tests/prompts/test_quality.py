@@ -20,7 +20,7 @@ async def test_selection_keeps_planted_facts(engine_counter):
                                 prefill_tokens_per_s=100)
 
     async def compress(case):
-        messages = [{"role": "user", "content": f"{case.context}\n\n{case.question}"}]
+        messages = [{"role": "user", "content": case.prompt}]
         out, _ = await compressor.compress(messages, settings)
         return out[0]["content"]
 

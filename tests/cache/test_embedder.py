@@ -1,0 +1,51 @@
+"""The shared embedder: normalised 384-d rows, concurrent callers batched, never blocking."""
+
+import asyncio
+
+import numpy as np
+
+from cache.embedder import Embedder
+
+
+def test_shared_is_one_instance():
+    assert Embedder.shared() is Embedder.shared()
+
+
+async def test_embed_shapes_norms_and_meaning():
+    emb = Embedder.shared()
+    vecs = await emb.embed(["reset my password", "change a forgotten password", "bake bread"])
+    assert vecs.shape == (3, 384) and vecs.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)
+    assert vecs[0] @ vecs[1] > vecs[0] @ vecs[2]
+    assert (await emb.embed([])).shape == (0, 384)
+
+
+async def test_concurrent_callers_get_their_own_rows():
+    emb = Embedder.shared()
+    texts = [f"question number {i}" for i in range(12)]
+    together = await asyncio.gather(*(emb.embed([t]) for t in texts))
+    alone = emb.embed_sync(texts)
+    for i, row in enumerate(together):
+        assert row.shape == (1, 384) and np.allclose(row[0], alone[i], atol=1e-4)
+
+
+async def test_the_loop_keeps_running_while_encoding():
+    emb = Embedder.shared()
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await emb.embed(["a fairly long sentence to encode " * 20])
+    task.cancel()
+    assert ticks > 1
+
+
+def test_count_tokens():
+    emb = Embedder.shared()
+    assert emb.count_tokens(["hello world"]) == 4  # [CLS] hello world [SEP]
+    assert emb.count_tokens(["a", "b"]) == 6

@@ -1,0 +1,59 @@
+"""The guard rejects near misses that cosine similarity cannot tell apart, and passes
+rewordings, typos and politeness."""
+
+import pytest
+
+from cache.guard import Guard, read
+
+guard = Guard()
+
+
+@pytest.mark.parametrize(("cached", "new", "sim"), [
+    ("cancel my subscription", "do NOT cancel my subscription", 0.984),
+    ("Is ibuprofen safe with alcohol?", "Is ibuprofen unsafe with alcohol?", 0.987),
+    ("Is the deposit refundable?", "Is the deposit non-refundable?", 0.97),
+    ("Track order 48213", "Track order 48231", 0.994),
+    ("Book a table for two at 7pm", "Book a table for 4 at 7pm", 0.97),
+    ("Is the office open on Saturday?", "Is the office open on Sunday?", 0.97),
+    ("What's the capital of Australia?", "What's the capital of Austria?", 0.95),
+    ("How do I migrate from MySQL to Postgres?", "How do I migrate from Postgres to MySQL?", 0.99),
+    ("How do I transfer money from savings to current?",
+     "How do I transfer money to savings from current?", 0.99),
+    ("How do I lock my card?", "How do I unlock my card?", 0.95),
+    ("Which appliances use the most electricity?", "Which use the least electricity?", 0.95),
+    ("What's my account balance?", "What's my joint account balance?", 0.96),
+    ("What's the price for adults?", "What's the price for children?", 0.95),
+])
+def test_rejects_near_misses_even_at_high_similarity(cached, new, sim):
+    assert not guard.check(cached, new, sim, threshold=0.85).ok
+
+
+@pytest.mark.parametrize(("cached", "new", "sim"), [
+    ("How do I reset my password?", "um how do i reset my password", 0.95),
+    ("How do I update my billing address?", "How do I upate my billing adress?", 0.70),
+    ("How do I cancel my subscription?", "How can I cancel my subscription? Many thanks", 0.97),
+    ("When will I receive my P60?", "When will I get my P60?", 0.96),
+    ("What is the fastest way to learn typing?", "What's the quickest way to learn typing?", 0.97),
+    ("Why won't my laptop connect?", "Why doesn't my laptop connect?", 0.97),
+])
+def test_passes_the_same_question_in_other_words(cached, new, sim):
+    assert guard.check(cached, new, sim, threshold=0.85).ok
+
+
+def test_reworded_questions_need_the_threshold():
+    a = "How do I reset my password?"
+    b = "I forgot my password, what do I do?"
+    assert guard.check(a, b, 0.90, threshold=0.85).reason == "reworded"
+    assert not guard.check(a, b, 0.80, threshold=0.85).ok
+
+
+def test_reading_a_question():
+    q = read("Hi, can I book 2 tickets for Bristol on Friday? Thanks")
+    assert q.numbers == ["2"] and "bristol" in q.entities
+    assert "hi" not in q.tokens and "thanks" not in q.tokens
+    assert read("Don't cancel it").negations == 1
+
+
+def test_never_raises():
+    assert guard.check("", "", 1.0).ok in (True, False)
+    assert not guard.check(None, "x", 1.0).ok  # type: ignore[arg-type]

@@ -1,0 +1,59 @@
+"""The vector index: partitions, removal, TTL expiry, and the switch to HNSW."""
+
+import time
+
+import numpy as np
+
+from cache.index import IndexedEntry, VectorIndex
+
+
+def unit(seed: int, dim: int = 8) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def entry(key: str, part: str = "p", ttl: float = 60.0) -> IndexedEntry:
+    return IndexedEntry(key, part, f"q {key}", time.time() + ttl)
+
+
+def test_search_is_per_partition_and_best_first():
+    index = VectorIndex(dim=8)
+    index.add(entry("a", "p1"), unit(1))
+    index.add(entry("b", "p1"), unit(2))
+    index.add(entry("c", "p2"), unit(1))
+    found = index.search("p1", unit(1), k=4)
+    assert [n.entry.key for n in found] == ["a", "b"]
+    assert abs(found[0].similarity - 1.0) < 1e-5
+    assert [n.entry.key for n in index.search("p2", unit(2))] == ["c"]
+    assert index.search("nope", unit(1)) == []
+
+
+def test_remove_and_replace():
+    index = VectorIndex(dim=8)
+    index.add(entry("a"), unit(1))
+    index.add(entry("a"), unit(2))  # same key: replaced, not duplicated
+    assert len(index) == 1 and index.search("p", unit(2))[0].similarity > 0.999
+    assert index.remove("a") and not index.remove("a")
+    assert index.search("p", unit(2)) == [] and index.partitions() == 0
+
+
+def test_ttl_expiry_leaves_the_index():
+    index = VectorIndex(dim=8)
+    index.add(entry("old", ttl=0.05), unit(1))
+    index.add(entry("new", ttl=60), unit(2))
+    index.add(entry("dead", ttl=-1), unit(3))  # already expired: never added
+    assert len(index) == 2
+    assert index.expire(now=time.time() + 1) == 1
+    assert "old" not in index and [n.entry.key for n in index.search("p", unit(1))] == ["new"]
+
+
+def test_large_partitions_switch_to_hnsw_and_still_find_and_forget():
+    index = VectorIndex(dim=8, approx_after=50)
+    for i in range(80):
+        index.add(entry(f"k{i}"), unit(i))
+    assert index.search("p", unit(7), k=1)[0].entry.key == "k7"
+    assert index._parts["p"].hnsw is not None
+    index.remove("k7")
+    assert all(n.entry.key != "k7" for n in index.search("p", unit(7), k=3))
+    index.add(entry("k999"), unit(999))
+    assert index.search("p", unit(999), k=1)[0].entry.key == "k999"

@@ -1,0 +1,75 @@
+"""Key canonicalisation: formatting never changes a key, anything answer-changing does."""
+
+import json
+
+from cache.keys import CacheRequest, context_hash, exact_key, partition_key, query_text
+
+
+def req(**kw) -> CacheRequest:
+    base = dict(route="r", model="m", messages=[{"role": "user", "content": "hi"}],
+                params={"temperature": 0})
+    base.update(kw)
+    return CacheRequest(**base)
+
+
+def test_field_order_and_json_whitespace_do_not_change_the_key():
+    a = json.loads('{"temperature": 0, "top_p": 0.9, "stop": ["x"]}')
+    b = json.loads('{ "stop" : [ "x" ],\n "top_p":0.9,"temperature":0 }')
+    msgs_a = [{"role": "user", "content": "hi", "name": None}]
+    msgs_b = [{"content": "hi", "role": "user"}]
+    assert exact_key(req(params=a, messages=msgs_a)) == exact_key(req(params=b, messages=msgs_b))
+
+
+def test_transport_fields_and_defaults_do_not_change_the_key():
+    plain = exact_key(req(params={"temperature": 0}))
+    assert plain == exact_key(req(params={"temperature": 0, "stream": True, "user": "u",
+                                          "stream_options": {"include_usage": True},
+                                          "session_id": "s", "cache": {"no_store": True},
+                                          "n": 1, "logprobs": None}))
+    assert exact_key(req(params={"max_tokens": 9})) == exact_key(
+        req(params={"max_completion_tokens": 9}))
+    assert exact_key(req(params={"stop": "x"})) == exact_key(req(params={"stop": ["x"]}))
+
+
+def test_everything_answer_changing_changes_the_key():
+    base = exact_key(req())
+    variants = [
+        req(params={"temperature": 0.5}), req(params={"temperature": 0, "seed": 1}),
+        req(params={"temperature": 0, "max_tokens": 10}),
+        req(params={"temperature": 0, "tools": [{"type": "function"}]}),
+        req(params={"temperature": 0, "tool_choice": "none"}),
+        req(params={"temperature": 0, "response_format": {"type": "json_object"}}),
+        req(params={"temperature": 0, "stop": ["."]}),
+        req(params={"temperature": 0, "some_new_field": 1}),
+        req(messages=[{"role": "user", "content": "hi "}]),
+        req(messages=[{"role": "system", "content": "hi"}]),
+        req(messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]),
+        req(tenant="a"), req(namespace="n"), req(route="r2"), req(model="m2"),
+        req(kind="completion"),
+    ]
+    keys = {exact_key(v) for v in variants}
+    assert base not in keys and len(keys) == len(variants)
+
+
+def test_partition_ignores_sampling_but_not_context_or_shape():
+    assert partition_key(req(params={"temperature": 0})) == partition_key(
+        req(params={"temperature": 0.2, "max_tokens": 5, "seed": 3}))
+    assert partition_key(req()) != partition_key(req(params={"response_format": {"t": 1}}))
+    assert partition_key(req()) != partition_key(req(tenant="b"))
+    convo = [{"role": "system", "content": "S"}, {"role": "user", "content": "about X"},
+             {"role": "assistant", "content": "ok"}, {"role": "user", "content": "cancel it"}]
+    other = convo[:1] + [{"role": "user", "content": "about Y"}] + convo[2:]
+    assert query_text(req(messages=convo)) == query_text(req(messages=other)) == "cancel it"
+    assert partition_key(req(messages=convo)) != partition_key(req(messages=other))
+    # context: system keeps only the system prompt; none ignores the history
+    assert partition_key(req(messages=convo), "system") == partition_key(
+        req(messages=other), "system")
+    assert context_hash(req(messages=convo), "none") == context_hash(req(), "none")
+
+
+def test_query_text_is_the_last_user_turn_only():
+    parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    assert query_text(req(messages=[{"role": "user", "content": parts}])) == "ab"
+    tool_last = [{"role": "user", "content": "q"}, {"role": "tool", "content": "r"}]
+    assert query_text(req(messages=tool_last)) is None
+    assert query_text(req(kind="completion", messages=[], prompt="p")) == "p"

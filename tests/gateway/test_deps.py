@@ -1,0 +1,93 @@
+"""Request parsing and context building: body limits, encodings, and the per-request
+controls (namespace, session, Cache-Control) from headers or the body."""
+
+from __future__ import annotations
+
+import pytest
+from starlette.requests import Request
+
+from engine.protocol import APIError, ChatCompletionRequest
+from gateway.app import create_app
+from gateway.config import GatewayConfig
+from gateway.deps import build_context, parse_model, read_body
+
+APP = create_app(GatewayConfig.from_dict({
+    "upstreams": {"u": {"kind": "openai", "base_url": "http://x/v1"}},
+    "routes": [
+        {"name": "r", "models": ["m"], "upstream": "u"},
+        {"name": "closed", "models": ["c"], "upstream": "u",
+         "cache": {"namespace_header": False}},
+    ],
+}))
+
+
+def request(headers: dict[str, str] | None = None, body: bytes = b"") -> Request:
+    sent = False
+
+    async def receive():
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    raw = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    return Request({"type": "http", "method": "POST", "path": "/", "headers": raw,
+                    "query_string": b"", "app": APP}, receive)
+
+
+async def test_read_body_limits():
+    assert await read_body(request(body=b"x" * 10), limit=10) == b"x" * 10
+    with pytest.raises(APIError) as info:
+        await read_body(request(body=b"x" * 11), limit=10)
+    assert info.value.status == 413
+    with pytest.raises(APIError) as info:  # a lying Content-Length is refused up front
+        await read_body(request({"content-length": "999"}, b"x"), limit=10)
+    assert info.value.status == 413
+
+
+@pytest.mark.parametrize("raw, code", [(b"\xff", "invalid_encoding"), (b"  ", "invalid_json"),
+                                       (b"{", "invalid_json"), (b'"str"', "invalid_json")])
+def test_parse_model_errors(raw, code):
+    with pytest.raises(APIError) as info:
+        parse_model(raw, ChatCompletionRequest)
+    assert info.value.status == 400 and info.value.code == code
+
+
+def body(**extra) -> ChatCompletionRequest:
+    return ChatCompletionRequest.model_validate(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], **extra})
+
+
+def test_controls_from_headers():
+    ctx = build_context(request({"x-cache-namespace": "ns", "x-session-id": "s1",
+                                 "cache-control": "no-cache, max-age=30",
+                                 "x-request-id": "abc"}),
+                        "chat", body(), None, "team-a")
+    assert (ctx.namespace, ctx.session_id, ctx.tenant, ctx.request_id) == ("ns", "s1",
+                                                                           "team-a", "abc")
+    assert ctx.cache_control.no_cache and ctx.cache_control.max_age_s == 30
+    assert ctx.route.name == "r"
+
+
+def test_controls_from_body_and_socket_session():
+    ctx = build_context(request(), "chat",
+                        body(session_id="s2", cache={"namespace": "n2", "no_store": True}),
+                        None, None)
+    assert ctx.namespace == "n2" and ctx.session_id == "s2" and ctx.cache_control.no_store
+    assert ctx.request_id.startswith("req-")
+    ctx = build_context(request({"x-session-id": "h"}), "chat", body(session_id="b"), None,
+                        None, session_id="socket")
+    assert ctx.session_id == "socket"
+
+
+def test_namespace_ignored_when_route_says_so_and_bad_values():
+    ctx = build_context(request({"x-cache-namespace": "ns"}), "chat", body(model="c"), None,
+                        None)
+    assert ctx.namespace is None
+    with pytest.raises(APIError) as info:
+        build_context(request(), "chat", body(cache={"namespace": 3}), None, None)
+    assert info.value.param == "cache.namespace"
+    with pytest.raises(APIError) as info:
+        build_context(request(), "chat", body(cache={"max_age": "soon"}), None, None)
+    assert info.value.param == "cache.max_age"
