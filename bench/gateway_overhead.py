@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -59,7 +60,14 @@ def one(client: httpx.Client, url: str, body: dict, stream: bool) -> float:
     raise RuntimeError("empty stream")
 
 
-def measure(engine_url: str, gateway_url: str, n: int, stream: bool) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used (Linux /proc), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(engine_url: str, gateway_url: str, n: int, stream: bool,
+            gateway_pid: int | None = None) -> dict:
     body = {"model": MODEL, "max_tokens": 1, "temperature": 0,
             "messages": [{"role": "user", "content": "Reply with one word: ok."}]}
     times: dict[str, list[float]] = {"direct": [], "gateway": []}
@@ -69,28 +77,34 @@ def measure(engine_url: str, gateway_url: str, n: int, stream: bool) -> dict:
         for _ in range(10):  # warm up connections and the engine's prefix cache
             for url in urls.values():
                 one(client, url, body, stream)
+        cpu0 = cpu_seconds(gateway_pid) if gateway_pid else 0.0
         for i in range(n):
             order = ("direct", "gateway") if i % 2 == 0 else ("gateway", "direct")
             for name in order:
                 times[name].append(one(client, urls[name], body, stream))
+        cpu = (cpu_seconds(gateway_pid) - cpu0) if gateway_pid else float("nan")
     ms = {k: [v * 1000 for v in vals] for k, vals in times.items()}
     row = {name: {"p50_ms": percentile(v, 0.5), "p99_ms": percentile(v, 0.99),
                   "mean_ms": statistics.fmean(v)} for name, v in ms.items()}
     row["added_p50_ms"] = row["gateway"]["p50_ms"] - row["direct"]["p50_ms"]
     row["added_p99_ms"] = row["gateway"]["p99_ms"] - row["direct"]["p99_ms"]
+    row["gateway_cpu_ms_per_request"] = cpu * 1000 / n
     row["requests"] = n
     return row
 
 
 def table(results: dict) -> str:
-    lines = ["| mode | direct p50 | gateway p50 | added p50 | direct p99 | gateway p99 | added p99 |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| mode | direct p50 | gateway p50 | added p50 | direct p99 | gateway p99 | "
+             "added p99 | gateway CPU/request |", "|---|---|---|---|---|---|---|---|"]
     for mode, r in results.items():
         lines.append(f"| {mode} | {r['direct']['p50_ms']:.2f} | {r['gateway']['p50_ms']:.2f} | "
                      f"**{r['added_p50_ms']:.2f}** | {r['direct']['p99_ms']:.2f} | "
-                     f"{r['gateway']['p99_ms']:.2f} | **{r['added_p99_ms']:.2f}** |")
+                     f"{r['gateway']['p99_ms']:.2f} | **{r['added_p99_ms']:.2f}** | "
+                     f"{r['gateway_cpu_ms_per_request']:.2f} |")
     lines.append(f"\nms; targets: added ≤ {TARGET_P50_MS} ms p50, ≤ {TARGET_P99_MS} ms p99 "
-                 "(LiteLLM proxy publishes 12 ms / 43 ms)")
+                 "(LiteLLM proxy publishes 12 ms / 43 ms). `gateway CPU/request` is the "
+                 "gateway process's user+system CPU time per request: its cost independent "
+                 "of how loaded the machine is.")
     return "\n".join(lines)
 
 
@@ -111,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         engine_url = engine.base_url
     gateway = start_gateway(engine_url)
     try:
-        results = {mode: measure(engine_url, gateway.base_url, args.requests, mode == "stream")
-                   for mode in ("non-stream", "stream")}
+        pid = gateway.proc.pid if gateway.proc else None
+        results = {mode: measure(engine_url, gateway.base_url, args.requests, mode == "stream",
+                                 pid) for mode in ("non-stream", "stream")}
     finally:
         gateway.stop()
         if engine is not None:

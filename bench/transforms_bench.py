@@ -156,7 +156,7 @@ async def quality(bench: Bench, prune_cases: int) -> dict:
         subset = cases[:prune_cases] if name == "prune" else cases
         if not subset:
             continue
-        scorer = bench.stage._token_scorer() if name == "prune" else None
+        scorer = await bench.stage.token_scorer() if name == "prune" else None
         compressor = Compressor(counter, _shared_embed() if embed else None, scorer)
         settings = CompressSettings(min_tokens=0, target_ratio=0.3, methods=methods,
                                     prefill_tokens_per_s=1.0)  # always worth it: measure all

@@ -2,7 +2,9 @@
 
 Every step spends a token budget: decodes of running sequences first (one token each),
 then prefill chunks of partially prefilled and waiting sequences, so one long prompt is
-read over several steps while everyone else keeps decoding. When the KV pool runs dry the
+read over several steps while everyone else keeps decoding. While requests wait, a prompt still being prefilled takes at most half the
+budget, so a short prompt arriving behind a long one starts at the next step instead of
+after the whole long prefill. When the KV pool runs dry the
 most recently arrived running sequence is preempted (its blocks freed, recomputed later;
 its registered blocks will likely still hit) instead of failing the request.
 """
@@ -62,6 +64,9 @@ class Scheduler:
         budget = self.max_num_batched_tokens
         chosen: dict[Sequence, int] = {}
         preempted: list[Sequence] = []
+        # Leave room for waiting requests when there is a slot for them.
+        admitting = bool(self.waiting) and len(self.running) < self.max_num_seqs
+        chunk_cap = max(1, self.max_num_batched_tokens // 2) if admitting else budget
         decodes = [s for s in self.running if s.num_uncomputed_tokens == 1]
         prefills = [s for s in self.running if s.num_uncomputed_tokens > 1]
         for seq in decodes + prefills:
@@ -69,7 +74,7 @@ class Scheduler:
                 break
             if seq.status is not SequenceStatus.RUNNING:
                 continue  # preempted earlier in this loop
-            num_new = min(seq.num_uncomputed_tokens, budget)
+            num_new = min(seq.num_uncomputed_tokens, budget, chunk_cap)
             while not self.kv.allocate_slots(seq, num_new):
                 victim = max(self.running, key=lambda s: s.arrival_time)
                 self._preempt(victim)

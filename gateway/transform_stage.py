@@ -82,7 +82,7 @@ class TransformStage:
         self.prefill_tps: dict[str, float] = {}  # per upstream, measured from forwards
         self._counters: dict[str, TokenCounter] = {}
         self._upstreams: dict[str, Any] = {}  # summariser upstreams other than the route's
-        self._scorer: Any = None
+        self._scorer: EngineModelScorer | None = None
 
     def run(self, ctx: RequestContext, forward: Forward) -> AsyncIterator[Any]:
         """Chunks for the whole request; `forward(request)` sends one request upstream."""
@@ -157,7 +157,7 @@ class TransformStage:
         settings = CompressSettings(policy.min_tokens, policy.target_ratio,
                                     tuple(policy.methods), rate)
         embed = _shared_embed() if policy.embeddings and "select" in policy.methods else None
-        scorer = self._token_scorer() if "prune" in policy.methods else None
+        scorer = await self.token_scorer() if "prune" in policy.methods else None
         out, report = await Compressor(counter, embed, scorer, self.costs).compress(
             messages, settings)
         if report.applied:
@@ -268,10 +268,11 @@ class TransformStage:
         upstream = self._upstreams[name]
         return lambda request: upstream.stream(request, ctx)
 
-    def _token_scorer(self) -> Any:
+    async def token_scorer(self) -> EngineModelScorer:
+        """The pruning scorer, loaded on first use on a worker thread (seconds)."""
         if self._scorer is None:
             up = self.config.engine_upstream()
-            self._scorer = EngineModelScorer(up.path if up else None)
+            self._scorer = await asyncio.to_thread(EngineModelScorer, up.path if up else None)
         return self._scorer
 
     async def _measured(self, upstream: str, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:

@@ -52,8 +52,8 @@ def test_pool_sized_from_memory_budget(smollm_fp32) -> None:
 
 
 def test_chunked_compute_samples_what_one_shot_does(runner: ModelRunner) -> None:
-    tokens = runner_prompt = [1, 504, 3575, 282, 4649, 314, 2, 4, 17, 900, 1200, 55, 23]
-    one_shot = make_seq(runner_prompt, [0, 1, 2, 3], computed=0)
+    tokens = [1, 504, 3575, 282, 4649, 314, 2, 4, 17, 900, 1200, 55, 23]
+    one_shot = make_seq(list(tokens), [0, 1, 2, 3], computed=0)
     expected = runner.run([ScheduledSequence(one_shot, len(tokens), True)])
     chunked = make_seq(list(tokens), [8, 9, 10, 11], computed=0)
     for size in (5, 5):

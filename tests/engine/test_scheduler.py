@@ -128,3 +128,13 @@ def test_abort_frees_every_block_running_or_waiting() -> None:
     assert sched.abort("nobody") is None
     assert running.finish_reason == "abort" and running.block_table == []
     assert sched.kv.stats().used == 0 and not sched.has_unfinished()
+
+
+def test_short_prompt_is_not_stuck_behind_a_long_prefill() -> None:
+    sched = make_scheduler(num_blocks=32, budget=8)
+    long = add(sched, "long", 40, max_tokens=1)
+    assert new_tokens(step(sched)) == {"long": 8}  # alone: the whole budget
+    short = add(sched, "short", 3, max_tokens=2, start=500)
+    assert new_tokens(step(sched)) == {"long": 4, "short": 3}  # half the budget while one waits
+    assert new_tokens(step(sched)) == {"short": 1, "long": 7}
+    assert short.is_finished and not long.is_finished
