@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "none"))
     p.add_argument("--name", help="target label in the report (default: the base URL)")
-    p.add_argument("--max-tokens", type=int, help="tokens per answer (default: chat 32, rag 32, faq 128, unique 32)")
+    p.add_argument("--max-tokens", type=int,
+                   help="tokens per answer (default: chat 32, rag 32, faq 128, unique 32)")
     p.add_argument("--size", action="append", default=[], metavar="KEY=VALUE",
                    help="workload size, e.g. system_tokens=600 turns=3 docs=12 "
                         f"(fields: {', '.join(f.name for f in dataclasses.fields(WorkloadSizes))})")

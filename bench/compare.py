@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     names = ordered_targets([t for t in args.targets.split(",") if t])
     sweeps: list[SweepResult] = []
     skipped: dict[str, str] = {}
+    notes: dict[str, str] = {}
     started = time.time()
     for name in names:
         reason = unavailable_reason(name)
@@ -91,13 +92,14 @@ def main(argv: list[str] | None = None) -> int:
             skipped[name] = f"failed to start: {str(exc)[-600:]}"
             print(f"[bench] {name} failed to start: {exc}", file=sys.stderr)
             continue
+        notes[name] = target.notes
         try:
             extra = comparison_rates(sweeps, BASELINE)
             sweeps += asyncio.run(sweep_target(target, args, workloads, extra))
         finally:
             target.stop()
     goals = evaluate_goals(sweeps, BASELINE)
-    meta = {**vars(args), "skipped_targets": skipped, "wall_s": round(time.time() - started)}
+    meta = {**vars(args), "targets_run": notes, "skipped_targets": skipped, "wall_s": round(time.time() - started)}
     runs = [r for s in sweeps for r in s.runs]
     if not runs:
         print("[bench] no target ran", file=sys.stderr)

@@ -108,10 +108,17 @@ class TransformersBench:
         from transformers import AutoModelForCausalLM
 
         path = Path(model_path)
+        extra = {}
+        try:  # transformers >= 5 keeps GGUF blocks packed unless told to unpack them
+            from transformers import GgufConfig
+
+            extra["quantization_config"] = GgufConfig(dequantize=True)
+        except ImportError:
+            pass
         self.model = AutoModelForCausalLM.from_pretrained(
-            str(path.parent), gguf_file=path.name, torch_dtype=torch.bfloat16,
-            attn_implementation="eager").eval()
-        self.config = {"dtype": "bfloat16", "attn_implementation": "eager"}
+            str(path.parent), gguf_file=path.name, dtype=torch.bfloat16,
+            attn_implementation="eager", **extra).eval()
+        self.config = {"dtype": "bfloat16", "attn_implementation": "eager", "dequantized": True}
 
     @torch.inference_mode()
     def _forward(self, ids: torch.Tensor, past=None):

@@ -1,12 +1,16 @@
 """The gateway's own cost: the same short requests to a `headstart engine` directly and
 through `headstart serve` (an `openai`-kind passthrough route, caches off), interleaved in
-one run, so both see the same machine load.
+one run so every path sees the same machine load. Optionally LiteLLM's proxy in front of
+the same engine, in the same loop (`--litellm-proxy PATH_TO_litellm`, from a separate venv
+with `litellm[proxy]`).
 
-    python -m bench.gateway_overhead [--requests 200] [--engine-url URL] [--out DIR]
+    python -m bench.gateway_overhead [--requests 200] [--engine-url URL]
+                                     [--litellm-proxy BIN] [--out DIR]
 
-Reports p50/p99 of each path and the added latency (gateway − direct) at p50 and p99, for
-non-streaming requests (total time) and streaming ones (time to first byte). Targets:
-≤ 1 ms p50, ≤ 5 ms p99 (LiteLLM's proxy publishes 12 ms median and 43 ms p99).
+Reports p50/p99 per path and the added latency (proxy − direct) at p50 and p99, for
+non-streaming requests (whole answer) and streaming ones (first byte), plus each proxy's
+CPU time per request (its cost, whatever the machine's load). Targets: ≤ 1 ms p50 and
+≤ 5 ms p99 added (LiteLLM's proxy publishes 12 ms median and 43 ms p99).
 """
 
 from __future__ import annotations
@@ -34,8 +38,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def start_gateway(engine_url: str) -> ServerProcess:
-    config = Path(tempfile.mkdtemp(prefix="headstart-bench-")) / "passthrough.yaml"
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used (Linux /proc), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_headstart(engine_url: str, workdir: Path) -> ServerProcess:
+    config = workdir / "passthrough.yaml"
     config.write_text(
         "upstreams:\n"
         f"  engine: {{kind: openai, base_url: '{engine_url}/v1', model: {MODEL}}}\n"
@@ -46,8 +56,24 @@ def start_gateway(engine_url: str) -> ServerProcess:
                                        "--log-level", "warning"), port, timeout_s=120).start()
 
 
+def start_litellm_proxy(binary: str, engine_url: str, workdir: Path) -> ServerProcess:
+    config = workdir / "litellm.yaml"
+    config.write_text(
+        "model_list:\n"
+        f"  - model_name: {MODEL}\n"
+        "    litellm_params:\n"
+        f"      model: openai/{MODEL}\n"
+        f"      api_base: {engine_url}/v1\n"
+        "      api_key: none\n")
+    port = free_port()
+    env = {"LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true", "LITELLM_LOG": "ERROR"}
+    return ServerProcess([binary, "--config", str(config), "--port", str(port), "--host",
+                          "127.0.0.1", "--num_workers", "1"], port,
+                         health_path="/health/liveliness", env=env, timeout_s=180).start()
+
+
 def one(client: httpx.Client, url: str, body: dict, stream: bool) -> float:
-    """Seconds to the full answer (stream=False) or to the first content byte (stream)."""
+    """Seconds to the whole answer (stream=False) or to the first body byte (stream)."""
     t0 = time.perf_counter()
     if not stream:
         r = client.post(url, json=body)
@@ -60,51 +86,52 @@ def one(client: httpx.Client, url: str, body: dict, stream: bool) -> float:
     raise RuntimeError("empty stream")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used (Linux /proc), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def measure(engine_url: str, gateway_url: str, n: int, stream: bool,
-            gateway_pid: int | None = None) -> dict:
+def measure(paths: dict[str, tuple[str, int | None]], n: int, stream: bool) -> dict:
+    """Interleaved requests over every path (rotating the order); ms percentiles per path."""
     body = {"model": MODEL, "max_tokens": 1, "temperature": 0,
             "messages": [{"role": "user", "content": "Reply with one word: ok."}]}
-    times: dict[str, list[float]] = {"direct": [], "gateway": []}
-    urls = {"direct": engine_url + "/v1/chat/completions",
-            "gateway": gateway_url + "/v1/chat/completions"}
+    names = list(paths)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, float] = {}
     with httpx.Client(timeout=60) as client:
         for _ in range(10):  # warm up connections and the engine's prefix cache
-            for url in urls.values():
-                one(client, url, body, stream)
-        cpu0 = cpu_seconds(gateway_pid) if gateway_pid else 0.0
+            for url, _pid in paths.values():
+                one(client, url + "/v1/chat/completions", body, stream)
+        cpu0 = {name: cpu_seconds(pid) for name, (_, pid) in paths.items() if pid}
         for i in range(n):
-            order = ("direct", "gateway") if i % 2 == 0 else ("gateway", "direct")
-            for name in order:
-                times[name].append(one(client, urls[name], body, stream))
-        cpu = (cpu_seconds(gateway_pid) - cpu0) if gateway_pid else float("nan")
-    ms = {k: [v * 1000 for v in vals] for k, vals in times.items()}
-    row = {name: {"p50_ms": percentile(v, 0.5), "p99_ms": percentile(v, 0.99),
-                  "mean_ms": statistics.fmean(v)} for name, v in ms.items()}
-    row["added_p50_ms"] = row["gateway"]["p50_ms"] - row["direct"]["p50_ms"]
-    row["added_p99_ms"] = row["gateway"]["p99_ms"] - row["direct"]["p99_ms"]
-    row["gateway_cpu_ms_per_request"] = cpu * 1000 / n
-    row["requests"] = n
-    return row
+            for j in range(len(names)):
+                name = names[(i + j) % len(names)]
+                times[name].append(one(client, paths[name][0] + "/v1/chat/completions",
+                                       body, stream))
+        for name, start in cpu0.items():
+            cpu[name] = (cpu_seconds(paths[name][1]) - start) * 1000 / n
+    result: dict = {"requests": n}
+    for name, vals in times.items():
+        ms = [v * 1000 for v in vals]
+        result[name] = {"p50_ms": percentile(ms, 0.5), "p99_ms": percentile(ms, 0.99),
+                        "mean_ms": statistics.fmean(ms), "cpu_ms_per_request": cpu.get(name)}
+    for name in names[1:]:
+        result[name]["added_p50_ms"] = result[name]["p50_ms"] - result["direct"]["p50_ms"]
+        result[name]["added_p99_ms"] = result[name]["p99_ms"] - result["direct"]["p99_ms"]
+    return result
 
 
 def table(results: dict) -> str:
-    lines = ["| mode | direct p50 | gateway p50 | added p50 | direct p99 | gateway p99 | "
-             "added p99 | gateway CPU/request |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| mode | path | p50 | p99 | added p50 | added p99 | proxy CPU/request |",
+             "|---|---|---|---|---|---|---|"]
     for mode, r in results.items():
-        lines.append(f"| {mode} | {r['direct']['p50_ms']:.2f} | {r['gateway']['p50_ms']:.2f} | "
-                     f"**{r['added_p50_ms']:.2f}** | {r['direct']['p99_ms']:.2f} | "
-                     f"{r['gateway']['p99_ms']:.2f} | **{r['added_p99_ms']:.2f}** | "
-                     f"{r['gateway_cpu_ms_per_request']:.2f} |")
-    lines.append(f"\nms; targets: added ≤ {TARGET_P50_MS} ms p50, ≤ {TARGET_P99_MS} ms p99 "
-                 "(LiteLLM proxy publishes 12 ms / 43 ms). `gateway CPU/request` is the "
-                 "gateway process's user+system CPU time per request: its cost independent "
-                 "of how loaded the machine is.")
+        for name, row in r.items():
+            if not isinstance(row, dict):
+                continue
+            added = (f"**{row['added_p50_ms']:.2f}** | **{row['added_p99_ms']:.2f}**"
+                     if "added_p50_ms" in row else "– | –")
+            cpu = f"{row['cpu_ms_per_request']:.2f}" if row["cpu_ms_per_request"] else "–"
+            lines.append(f"| {mode} | {name} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} | "
+                         f"{added} | {cpu} |")
+    lines.append(f"\nms, {next(iter(results.values()))['requests']} requests per path and mode, "
+                 f"interleaved. Targets: added ≤ {TARGET_P50_MS} ms p50, ≤ {TARGET_P99_MS} ms "
+                 "p99 (LiteLLM proxy publishes 12 ms / 43 ms). `proxy CPU/request`: the proxy "
+                 "process's user+system CPU time per request, its cost whatever the load.")
     return "\n".join(lines)
 
 
@@ -113,25 +140,31 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=200, help="requests per path and mode")
     parser.add_argument("--engine-url", help="an already running `headstart engine`")
+    parser.add_argument("--litellm-proxy", help="the `litellm` proxy binary to compare with")
     parser.add_argument("--out", help="directory for gateway_overhead.json")
     args = parser.parse_args(argv)
 
-    engine = None
-    if args.engine_url:
-        engine_url = args.engine_url.rstrip("/")
-    else:
-        port = free_port()
-        engine = ServerProcess(headstart_cmd("engine", "--port", str(port)), port).start()
-        engine_url = engine.base_url
-    gateway = start_gateway(engine_url)
+    workdir = Path(tempfile.mkdtemp(prefix="headstart-bench-"))
+    servers: list[ServerProcess] = []
     try:
-        pid = gateway.proc.pid if gateway.proc else None
-        results = {mode: measure(engine_url, gateway.base_url, args.requests, mode == "stream",
-                                 pid) for mode in ("non-stream", "stream")}
+        if args.engine_url:
+            engine_url = args.engine_url.rstrip("/")
+        else:
+            port = free_port()
+            servers.append(ServerProcess(headstart_cmd("engine", "--port", str(port)),
+                                         port).start())
+            engine_url = servers[-1].base_url
+        paths: dict[str, tuple[str, int | None]] = {"direct": (engine_url, None)}
+        servers.append(start_headstart(engine_url, workdir))
+        paths["headstart"] = (servers[-1].base_url, servers[-1].proc.pid)
+        if args.litellm_proxy:
+            servers.append(start_litellm_proxy(args.litellm_proxy, engine_url, workdir))
+            paths["litellm-proxy"] = (servers[-1].base_url, servers[-1].proc.pid)
+        results = {mode: measure(paths, args.requests, mode == "stream")
+                   for mode in ("non-stream", "stream")}
     finally:
-        gateway.stop()
-        if engine is not None:
-            engine.stop()
+        for server in reversed(servers):
+            server.stop()
     print(table(results))
     if args.out:
         out = Path(args.out)

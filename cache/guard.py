@@ -75,6 +75,7 @@ def normalize(text: str) -> str:
     for k, v in CONTRACTIONS.items():
         t = t.replace(k, v)
     t = re.sub(r"(?<=\d),(?=\d{3})", "", t)  # 2,000 -> 2000
+    t = re.sub(r"(?<=[a-z])-(?=[a-z])", "", t)  # wi-fi -> wifi, e-mail -> email
     return t
 
 
@@ -133,16 +134,29 @@ def _entities(text: str) -> set[str]:
     return out
 
 
-def _typo(a: str, b: str) -> bool:
-    """One edit (insert, delete, substitute, swap) between words of 5+ letters."""
-    if max(len(a), len(b)) < 5 or min(len(a), len(b)) < 4 or abs(len(a) - len(b)) > 1:
+def _typo(a: str, b: str, max_edits: int = 2) -> bool:
+    """A slip of the keyboard: one edit in words of 5+ letters, two in words of 8+."""
+    if a == b or max(len(a), len(b)) < 5 or min(len(a), len(b)) < 4:
         return False
-    if len(a) == len(b):
-        diff = [i for i in range(len(a)) if a[i] != b[i]]
-        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
-                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
-    short, long_ = (a, b) if len(a) < len(b) else (b, a)
-    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+    limit = min(max_edits, 2 if min(len(a), len(b)) >= 8 else 1)
+    return abs(len(a) - len(b)) <= limit and _edits(a, b, limit) <= limit
+
+
+def _edits(a: str, b: str, limit: int) -> int:
+    """Damerau-Levenshtein distance (adjacent swaps count once), stopped past `limit`."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if min(cur) > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[-1]
 
 
 def _opposite(a: str, b: str) -> bool:
@@ -238,7 +252,7 @@ class Guard:
         words_b = {t for t in b.tokens}
         for ent in a.entities ^ b.entities:
             other = words_b if ent in a.entities else words_a
-            if ent not in other and not any(_typo(ent, w) for w in other) \
+            if ent not in other and not any(_typo(ent, w, 1) for w in other) \
                     and not _synonyms(ent) & other:
                 return Verdict(False, "entity", {"entity": ent})
         missing_a = [w for w in a.content if not _matched(w, b, fuzzy)]

@@ -95,6 +95,9 @@ FILLER_PHRASES = (
     r"many thanks", r"thank you( so much| very much)?", r"thanks (a lot|so much)",
     r"sorry,? (silly|stupid|dumb) question,?( but)?", r"quick question,?", r"if you (can|could)",
     r"i was wondering,?", r"can you tell me", r"could you tell me", r"do you know",
+    r"(hi|hello|hey) there", r"excuse me", r"sorry to bother you", r"just wondering",
+    r"i wanted to ask", r"i'd like to know", r"can i ask", r"much appreciated",
+    r"thanks in advance", r"any idea", r"if possible",
 )
 
 NUMBER_WORDS = {

@@ -102,19 +102,19 @@ def paged_attention(q: Tensor, k: Tensor, v: Tensor, layer_cache: Tensor,
     v_cache.index_copy_(0, plan.slot_mapping, v)
     gqa = q.shape[1] != num_kv
     out = torch.empty_like(q)
-    for chunk in plan.prefills:
-        qs = q[chunk.start:chunk.end].transpose(0, 1)
+    for chunk in plan.prefills:  # 4-D [1, heads, len, d]: CPU flash attention needs a batch dim
+        qs = q[None, chunk.start:chunk.end].transpose(1, 2)
         if chunk.slots is None:
-            ks = k[chunk.start:chunk.end].transpose(0, 1)
-            vs = v[chunk.start:chunk.end].transpose(0, 1)
+            ks = k[None, chunk.start:chunk.end].transpose(1, 2)
+            vs = v[None, chunk.start:chunk.end].transpose(1, 2)
             o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, scale=scale,
                                                enable_gqa=gqa)
         else:
-            ks = k_cache.index_select(0, chunk.slots).transpose(0, 1)
-            vs = v_cache.index_select(0, chunk.slots).transpose(0, 1)
+            ks = k_cache.index_select(0, chunk.slots)[None].transpose(1, 2)
+            vs = v_cache.index_select(0, chunk.slots)[None].transpose(1, 2)
             o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=chunk.mask, scale=scale,
                                                enable_gqa=gqa)
-        out[chunk.start:chunk.end] = o.transpose(0, 1)
+        out[chunk.start:chunk.end] = o[0].transpose(0, 1)
     if plan.decode_rows is not None:
         batch = plan.decode_rows.shape[0]
         qd = q.index_select(0, plan.decode_rows)[:, :, None, :]

@@ -2,7 +2,7 @@
 
 Kept: the leading system prompt, the last user turn and everything after it, and the newest
 whole turns that fit. Never cut: between a tool call and its results (a cut only lands on a
-message that is not a tool result). Too big even then: `ContextOverflow` (the gateway answers
+user turn). Too big even then: `ContextOverflow` (the gateway answers
 413, saying by how much), or the middle of the longest message is trimmed when asked.
 
 Byte-stable prefix: a window that drops one old turn per new turn changes the prompt's start
@@ -75,8 +75,10 @@ def plan_window(messages: list[Message], counter: TokenCounter, settings: Window
     base = counter.count_messages(system, tools)  # system + template frame + generation prompt
     costs = [message_cost(counter, m) for m in body]
     allowed = budget - base - settings.reserve_tokens
-    boundaries = [i for i, m in enumerate(body) if m.get("role") != "tool"]
+    # cuts land on user turns only: the window opens with a user turn, and a tool call and
+    # its results (which always follow the call, before the next user turn) stay together
     must = _last_user(body)
+    boundaries = sorted({i for i, m in enumerate(body) if m.get("role") == "user"} | {must})
     if settings.anchored:
         cut = _anchored_cut(body, costs, boundaries, allowed, settings.low_water)
     else:

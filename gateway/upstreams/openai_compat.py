@@ -72,12 +72,14 @@ class OpenAICompatUpstream(Upstream):
                                           headers=headers) as response:
                 if response.status_code >= 400:
                     raise self._status_error(response.status_code, await response.aread())
-                async for line in response.aiter_lines():
-                    if not line.startswith("data:"):
+                done = False
+                async for line in response.aiter_lines():  # read to the end: the connection
+                    if done or not line.startswith("data:"):  # then goes back to the pool
                         continue
                     data = line[5:].strip()
                     if data == "[DONE]":
-                        return
+                        done = True
+                        continue
                     yield self._parse(data, chunk_type)
         except httpx.ConnectError as e:
             raise self.error(503, f"cannot connect to {self.base_url} ({e})",

@@ -43,7 +43,7 @@ def gateway(tmp_path_factory):
     server.stop()
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_short_real_run_writes_every_output_file(gateway, tmp_path):
     """FAQ run over 3 questions whose plain wording is preloaded through the admin API:
     plain repeats are exact hits, rewordings semantic hits or misses (the engine answers)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 
 import openai
+import pytest
 
 from tests.support.processes import ServerProcess, free_port, headstart_cmd
 
@@ -45,5 +46,20 @@ def test_serve_with_config(tmp_path, engine_server, monkeypatch):
         r = client.chat.completions.create(model="any", max_tokens=3,
                                            messages=[{"role": "user", "content": "hi"}])
         assert r.choices[0].message.content and r.model == "any"
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_serve_embedded_default():
+    """`headstart serve` with no config: the bundled engine as `smollm2-135m-instruct`."""
+    port = free_port()
+    server = ServerProcess(headstart_cmd("serve", "--port", str(port)), port).start()
+    try:
+        client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+        assert [m.id for m in client.models.list().data] == ["smollm2-135m-instruct"]
+        r = client.chat.completions.create(model="smollm2-135m-instruct", max_tokens=3,
+                                           messages=[{"role": "user", "content": "hi"}])
+        assert r.choices[0].message.content
     finally:
         server.stop()

@@ -42,11 +42,18 @@ def test_invariants(engine_counter, budget, anchored):
     assert kept[-1] == msgs[-1]  # last user turn kept
     assert kept[1:] == msgs[len(msgs) - len(kept) + 1:]  # a contiguous suffix, in order
     assert plan.dropped == msgs[1:len(msgs) - len(kept) + 1]
-    assert kept[1]["role"] != "tool"  # no tool result without its call
+    assert kept[1]["role"] == "user"  # the window opens with a user turn
     for i, m in enumerate(kept):
         if m["role"] == "tool":
             assert any(c["id"] == m["tool_call_id"]
                        for prev in kept[:i] for c in prev.get("tool_calls") or [])
+
+
+def test_no_user_turn_at_all(engine_counter):
+    msgs = [{"role": "system", "content": "S"}] + [
+        {"role": "assistant", "content": "note " * 100} for _ in range(3)]
+    plan = plan_window(msgs, engine_counter, WindowSettings(150))
+    assert plan.messages == [msgs[0], msgs[-1]] and plan.tokens <= 150
 
 
 def test_under_budget_is_untouched(engine_counter):

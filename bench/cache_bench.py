@@ -1,0 +1,195 @@
+"""Cache speed through a real gateway with the Redis store, in one run.
+
+    python -m bench.cache_bench [--rate 200] [--duration 10] [--entries 20000] [--out DIR]
+
+Starts Redis, a `headstart engine` and a `headstart serve` subprocess on free loopback
+ports, then measures: miss TTFT with the time the miss spent in cache lookups (from
+`Server-Timing`), exact-hit latency at `--rate` req/s (open loop), semantic-hit latency,
+and the memory of `--entries` entries (local index + memory store, and Redis), scaled to
+100k. Prints a table and writes `cache_bench.json` to `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import httpx
+import numpy as np
+import yaml
+
+from tests.support.processes import RedisProcess, ServerProcess, free_port, headstart_cmd
+
+QUESTIONS = [f"What is fact number {i} about the history of {city}?"
+             for i, city in enumerate(["Paris", "Rome", "Madrid", "Berlin", "Vienna"] * 8)]
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def stage_ms(header: str, name: str) -> float | None:
+    for part in header.split(","):
+        if part.strip().startswith(name + ";dur="):
+            return float(part.split("=", 1)[1])
+    return None
+
+
+async def ask(client: httpx.AsyncClient, text: str, headers: dict | None = None) -> tuple:
+    body = {"model": "faq", "temperature": 0, "max_tokens": 32,
+            "messages": [{"role": "user", "content": text}]}
+    t0 = time.perf_counter()
+    r = await client.post("/v1/chat/completions", json=body, headers=headers or {})
+    return (time.perf_counter() - t0) * 1000, r
+
+
+async def open_loop(client: httpx.AsyncClient, texts: list[str], rate: float,
+                    duration: float) -> list[tuple[float, str]]:
+    """Requests started at a fixed rate whatever the latency; (ms, x-cache) per request."""
+    results: list[tuple[float, str]] = []
+
+    async def one(text: str) -> None:
+        ms, r = await ask(client, text)
+        results.append((ms, r.headers.get("x-cache", "?")))
+
+    tasks, start, i = [], time.perf_counter(), 0
+    while time.perf_counter() - start < duration:
+        due = start + i / rate
+        if due > time.perf_counter():
+            await asyncio.sleep(due - time.perf_counter())
+        tasks.append(asyncio.create_task(one(texts[i % len(texts)])))
+        i += 1
+    await asyncio.gather(*tasks)
+    return results
+
+
+async def http_phase(base_url: str, rate: float, duration: float) -> dict:
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60) as client:
+        miss_lookup, miss_ttft, miss_total = [], [], []
+        for q in QUESTIONS:  # misses: stored for the hit phases
+            ms, r = await ask(client, q)
+            timing = r.headers.get("server-timing", "")
+            miss_total.append(ms)
+            if (c := stage_ms(timing, "cache")) is not None:
+                miss_lookup.append(c)
+            if (u := stage_ms(timing, "upstream")) is not None:
+                miss_ttft.append(u)
+        await asyncio.sleep(0.5)
+        await open_loop(client, QUESTIONS, 50, 1.0)  # warm connections
+        exact = await open_loop(client, QUESTIONS, rate, duration)
+        variants = [f"um {q.lower().rstrip('?')}" for q in QUESTIONS]
+        semantic = await open_loop(client, variants, 20, min(duration, 5.0))
+    exact_ms = [ms for ms, status in exact if status == "exact"]
+    sem_ms = [ms for ms, status in semantic if status == "semantic"]
+    return {
+        "miss_cache_lookup_ms_p50": pct(miss_lookup, 50),
+        "miss_cache_lookup_ms_p99": pct(miss_lookup, 99),
+        "miss_upstream_ttft_ms_p50": pct(miss_ttft, 50),
+        "miss_total_ms_p50": pct(miss_total, 50),
+        "exact_rate_rps": rate, "exact_requests": len(exact),
+        "exact_hit_share": len(exact_ms) / max(1, len(exact)),
+        "exact_hit_ms_p50": pct(exact_ms, 50), "exact_hit_ms_p99": pct(exact_ms, 99),
+        "semantic_requests": len(semantic),
+        "semantic_hit_share": len(sem_ms) / max(1, len(semantic)),
+        "semantic_hit_ms_p50": pct(sem_ms, 50), "semantic_hit_ms_p99": pct(sem_ms, 99),
+    }
+
+
+async def memory_phase(redis_url: str, entries: int) -> dict:
+    """Bytes per entry: local process (memory store + faiss index) and in Redis."""
+    from cache.index import VectorIndex
+    from cache.stores.base import CacheEntry
+    from cache.stores.memory import MemoryStore
+    from cache.stores.redis_store import RedisStore
+
+    rng = np.random.default_rng(0)
+    vecs = rng.standard_normal((entries, 384)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    answer = {"kind": "chat", "model": "m", "content": "x" * 400, "finish_reason": "stop",
+              "tool_calls": None, "usage": {"prompt_tokens": 20, "completion_tokens": 90}}
+
+    def make(i: int) -> CacheEntry:
+        now = time.time()
+        return CacheEntry(key=f"{i:064x}", route="faq", answer=dict(answer), created_at=now,
+                          exact_expires_at=now + 3600, partition=f"p{i % 10}",
+                          question=f"question number {i} about something", vector=vecs[i],
+                          semantic_expires_at=now + 3600)
+
+    tracemalloc.start()
+    store, index = MemoryStore(), VectorIndex()
+    base = tracemalloc.get_traced_memory()[0]
+    for i in range(entries):
+        e = make(i)
+        await store.put(e)
+        index.add(sem_entry(e), e.vector)
+    local = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+
+    redis = await RedisStore.open(redis_url, prefix="membench:", timeout_s=5)
+    before = int((await redis.client.info("memory"))["used_memory"])
+    for start in range(0, entries, 500):
+        await asyncio.gather(*(redis.put(make(i)) for i in range(start, min(entries, start + 500))))
+    after = int((await redis.client.info("memory"))["used_memory"])
+    await redis.close()
+    scale = 100_000 / entries
+    return {"entries_measured": entries,
+            "local_mb_per_100k": local * scale / 2**20,
+            "redis_mb_per_100k": (after - before) * scale / 2**20}
+
+
+def sem_entry(e):
+    from cache.index import IndexedEntry
+
+    return IndexedEntry(e.key, e.partition, e.question, e.semantic_expires_at)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="cache_bench", description=__doc__.split("\n")[0])
+    p.add_argument("--rate", type=float, default=200)
+    p.add_argument("--duration", type=float, default=10)
+    p.add_argument("--entries", type=int, default=20_000)
+    p.add_argument("--out", default="bench/results")
+    args = p.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    redis = RedisProcess().start()
+    eport, gport = free_port(), free_port()
+    engine = ServerProcess(headstart_cmd("engine", "--port", str(eport)), eport).start()
+    config = {"redis": redis.url,
+              "upstreams": {"remote": {"kind": "openai", "base_url": f"{engine.base_url}/v1",
+                                       "model": "smollm2-135m-instruct"}},
+              "routes": [{"name": "faq", "models": ["faq"], "upstream": "remote",
+                          "cache": {"exact": {"enabled": True},
+                                    "semantic": {"enabled": True, "threshold": 0.85}}}]}
+    cfg = Path(tempfile.mkdtemp()) / "bench.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    gateway = ServerProcess(headstart_cmd("serve", "--config", str(cfg), "--port", str(gport)),
+                            gport)
+    try:
+        gateway.start()
+        results = asyncio.run(http_phase(gateway.base_url, args.rate, args.duration))
+        results.update(asyncio.run(memory_phase(redis.url, args.entries)))
+    finally:
+        gateway.stop()
+        engine.stop()
+        redis.stop()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cache_bench.json").write_text(json.dumps(results, indent=2))
+    for k, v in results.items():
+        print(f"{k:<32} {v:.3f}" if isinstance(v, float) else f"{k:<32} {v}")
+    print("median exact-hit vs miss latency ratio:",
+          f"{results['exact_hit_ms_p50'] / max(1e-9, results['miss_total_ms_p50']):.4f}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

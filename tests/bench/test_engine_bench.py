@@ -1,0 +1,58 @@
+"""bench/engine_bench.py: the arithmetic of the report, and a --quick smoke run (slow)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from bench.engine_bench import Sizes, decode_rate, main, random_prompt, report
+
+
+def test_decode_rate_counts_only_tokens_after_every_first_token():
+    # two sequences: first tokens at 1.0 and 2.0; tokens after 2.0: 3.0, 4.0 (seq a), 3.0 (seq b)
+    rate = decode_rate([[1.0, 3.0, 4.0], [2.0, 3.0]])
+    assert rate == pytest.approx(3 / 2.0)
+    assert math.isnan(decode_rate([[1.0]]))
+
+
+def test_random_prompts_are_fresh_per_seed_and_of_the_asked_length():
+    a, b = random_prompt(100, 1), random_prompt(100, 2)
+    assert len(a) == 100 and a != b and a == random_prompt(100, 1)
+
+
+def test_report_computes_ratios_and_verdicts():
+    sizes = Sizes(cold=(512,), batch=8)
+    results = {
+        "headstart": {"cold_ttft_512_s": 0.3, "cached_prefix_ttft_s": 0.05,
+                      "decode_b1_tok_s": 100.0, "decode_b8_tok_s": 300.0},
+        "transformers": {"cold_ttft_512_s": 0.5, "cached_prefix_ttft_s": 0.1,
+                         "decode_b1_tok_s": 25.0, "decode_b8_tok_s": 150.0},
+        "llamacpp": {"cold_ttft_512_s": 1.7, "cached_prefix_ttft_s": 0.2,
+                     "decode_b1_tok_s": 120.0, "decode_b8_tok_s": float("nan")},
+    }
+    table, rows = report(results, sizes)
+    by = {r["metric"]: r for r in rows}
+    assert by["cold_ttft_512_s"]["ratio_transformers"] == pytest.approx(0.6)
+    assert by["cold_ttft_512_s"]["met"] is True
+    assert by["cached_prefix_ttft_s"]["ratio_llamacpp"] == pytest.approx(0.25)
+    assert by["cached_prefix_ttft_s"]["met"] is True
+    assert by["decode_b1_tok_s"]["met"] is True  # 4x >= 3x
+    assert by["decode_b8_tok_s"]["met"] is False  # 3x batch 1, 4x needed
+    assert table.count("\n") == 1 + len(rows)
+
+
+def test_report_leaves_missing_engines_blank():
+    table, rows = report({"headstart": {"decode_b1_tok_s": 50.0}}, Sizes(cold=(512,)))
+    assert all(r["transformers"] is None and r["met"] in (None, False) for r in rows)
+    assert "–" in table
+
+
+@pytest.mark.slow
+def test_quick_run_writes_json(tmp_path):
+    assert main(["--quick", "--engines", "headstart", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "engine_bench.json").read_text())
+    figures = data["results"]["headstart"]
+    assert figures["cold_ttft_64_s"] > 0 and figures["decode_b1_tok_s"] > 0
+    assert {r["metric"] for r in data["rows"]} >= {"cached_prefix_ttft_s", "decode_b4_tok_s"}
