@@ -135,8 +135,8 @@ async def memory_phase(redis_url: str, entries: int) -> dict:
 
     redis = await RedisStore.open(redis_url, prefix="membench:", timeout_s=5)
     before = int((await redis.client.info("memory"))["used_memory"])
-    for start in range(0, entries, 500):
-        await asyncio.gather(*(redis.put(make(i)) for i in range(start, min(entries, start + 500))))
+    for start in range(0, entries, 50):
+        await asyncio.gather(*(redis.put(make(i)) for i in range(start, min(entries, start + 50))))
     after = int((await redis.client.info("memory"))["used_memory"])
     await redis.close()
     scale = 100_000 / entries
@@ -175,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         gateway.start()
         results = asyncio.run(http_phase(gateway.base_url, args.rate, args.duration))
+        print(json.dumps(results), flush=True)
         results.update(asyncio.run(memory_phase(redis.url, args.entries)))
     finally:
         gateway.stop()

@@ -2,16 +2,19 @@
 
 - `headstart`: gateway + in-process engine, caches and prompt transforms on.
 - `headstart-off`: the same gateway and engine with caches and transforms off (ablation).
-- `llama.cpp`: llama-cpp-python's OpenAI server on the same GGUF (when `llama_cpp` imports).
+- `llama.cpp`: llama-cpp-python's OpenAI server on the same GGUF (when a working build is found).
 - `litellm`: LiteLLM proxy in front of `headstart engine` (when a proxy install is found).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import secrets
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -24,6 +27,12 @@ from tests.support.processes import ServerProcess, free_port, headstart_cmd
 MODEL_NAME = "smollm2-135m-instruct"
 TARGETS = ("headstart", "headstart-off", "llama.cpp", "litellm")
 LITELLM_BIN = os.environ.get("HEADSTART_LITELLM_BIN", "/work/litellm-venv/bin/litellm")
+# Pythons that may hold llama-cpp-python, tried in order; the first that can generate wins.
+LLAMACPP_PYTHONS = [p for p in (os.environ.get("HEADSTART_LLAMACPP_PYTHON"), sys.executable,
+                                "/work/llamacpp-venv/bin/python") if p]
+SMOKE = ("import sys; from llama_cpp import Llama; "
+         "Llama(model_path=sys.argv[1], n_ctx=256, verbose=False)"
+         "('The quick brown fox jumps over the lazy dog. ' * 4, max_tokens=4)")
 
 
 def gguf_path() -> str:
@@ -68,10 +77,34 @@ class RunningTarget:
             proc.stop()
 
 
+@functools.cache
+def llamacpp_python() -> tuple[str | None, str]:
+    """A Python whose llama_cpp really generates (a build for another CPU dies with SIGILL),
+    and what was found on the way."""
+    seen = []
+    for python in dict.fromkeys(LLAMACPP_PYTHONS):
+        if not Path(python).exists():
+            continue
+        try:
+            done = subprocess.run([python, "-c", SMOKE, gguf_path()], capture_output=True,
+                                  text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            seen.append(f"{python}: smoke test timed out")
+            continue
+        if done.returncode == 0:
+            return python, ""
+        last = (done.stderr.strip().splitlines() or [""])[-1][:160]
+        code = (signal.Signals(-done.returncode).name if done.returncode < 0
+                else f"exit {done.returncode}")
+        seen.append(f"{python}: {code} {last}".strip())
+    return None, "; ".join(seen) or "llama_cpp is not installed"
+
+
 def unavailable_reason(name: str) -> str | None:
     """Why a target cannot run here, or None when it can."""
-    if name == "llama.cpp" and importlib.util.find_spec("llama_cpp") is None:
-        return "llama_cpp is not importable (pip install 'llama-cpp-python[server]')"
+    if name == "llama.cpp" and llamacpp_python()[0] is None:
+        return ("no working llama-cpp-python[server] (set HEADSTART_LLAMACPP_PYTHON): "
+                + llamacpp_python()[1])
     if name == "litellm" and not Path(LITELLM_BIN).exists() and not shutil.which("litellm"):
         return f"no LiteLLM proxy at {LITELLM_BIN} (set HEADSTART_LITELLM_BIN)"
     if name not in TARGETS:
@@ -99,10 +132,10 @@ def start_target(name: str, threads: int = 2) -> RunningTarget:
         return RunningTarget(name, f"{proc.base_url}/v1", MODEL_NAME, [proc],
                              notes=f"config {config}")
     if name == "llama.cpp":
-        args = [sys.executable, "-m", "llama_cpp.server", "--model", gguf_path(),
+        args = [llamacpp_python()[0], "-m", "llama_cpp.server", "--model", gguf_path(),
                 "--model_alias", MODEL_NAME, "--n_ctx", "8192", "--n_batch", "512",
                 "--n_threads", str(threads), "--n_threads_batch", str(threads),
-                "--cache", "True", "--host", "127.0.0.1", "--port", str(port)]
+                "--cache", "True", "--verbose", "False", "--host", "127.0.0.1", "--port", str(port)]
         proc = ServerProcess(args, port, health_path="/v1/models").start()
         return RunningTarget(name, f"{proc.base_url}/v1", MODEL_NAME, [proc],
                              notes="llama-cpp-python server: one request at a time, RAM prompt cache")

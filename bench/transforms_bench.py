@@ -1,13 +1,15 @@
 """Prompt transforms against the bundled engine: where each one pays off, in one run.
 
-    python -m bench.transforms_bench [--cases 4] [--turns 16] [--prune-cases 2] [--out FILE]
+    python -m bench.transforms_bench [--cases 4] [--turns 16] [--prune-cases 2]
+                                     [--map-reduce-cases 2] [--out FILE]
 
 Runs the gateway's `TransformStage` in front of the in-process engine (no HTTP, so the
 numbers are the transforms' and the engine's) and reports, with each transform on and off:
 TTFT, total latency, prompt tokens and prefix-cache hits. Workloads: long contexts with
 planted facts (compression), a replayed multi-turn chat (windowing: none / sliding /
-anchored), multi-question turns (decomposition), plus the quality set (share of facts that
-survive each compressor), token-counting speed and the compression break-even.
+anchored), multi-question turns (decomposition), documents over the context (map-reduce),
+plus the quality set (share of facts that survive each compressor), lossless compression of
+JSON exports, token-counting speed and the compression break-even.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from gateway.context import RequestContext  # noqa: E402
 from gateway.transform_stage import TransformStage, _shared_embed  # noqa: E402
 from gateway.upstreams.engine import EngineUpstream  # noqa: E402
 from prompts.compress import Compressor, CompressSettings  # noqa: E402
+from prompts.lossless import compress_lossless  # noqa: E402
 from prompts.quality import evaluate, make_cases  # noqa: E402
 
 COMPRESS = {"enabled": True, "min_tokens": 500, "target_ratio": 0.3}
@@ -41,6 +44,8 @@ ROUTES = [
     {"name": "window-sliding", "window": {"max_input_tokens": 1024, "anchored": False}},
     {"name": "window-anchored", "window": {"max_input_tokens": 1024, "low_water": 0.5}},
     {"name": "split", "decompose": {"enabled": True}},
+    {"name": "map-reduce", "decompose": {"enabled": True, "map_reduce": True,
+                                         "context_tokens": 1024, "map_max_tokens": 24}},
 ]
 QUESTIONS = [
     "Answer each briefly:\n1. What is the capital of France?\n2. What colour is grass?\n"
@@ -145,6 +150,19 @@ async def decomposition(bench: Bench) -> dict:
     return out
 
 
+async def map_reduce(bench: Bench, n: int) -> dict:
+    """Documents over a (pretend) 1,024-token context: one long call vs map-reduce."""
+    runs: dict[str, list[Run]] = {"plain": [], "map-reduce": []}
+    for case in make_cases(n, paragraphs=40, seed=23):
+        for route in runs:
+            messages = [{"role": "system", "content": f"Answer from the document. ({route})"},
+                        {"role": "user", "content": case.prompt}]
+            runs[route].append(await bench.ask(route, messages, max_tokens=24))
+    out = {route: summarise(r) for route, r in runs.items()}
+    out["map-reduce"]["transforms"] = runs["map-reduce"][0].transforms
+    return out
+
+
 async def quality(bench: Bench, prune_cases: int) -> dict:
     counter = bench.stage.counter(bench.config.route("plain"))
     cases = make_cases(20, paragraphs=40, seed=11)
@@ -172,6 +190,24 @@ async def quality(bench: Bench, prune_cases: int) -> dict:
                      "ms_per_ktok": round(1000 * report.seconds / report.tokens_in * 1000, 2),
                      "facts_survived": round(report.survival, 3)}
     return out
+
+
+def lossless_on_exports(bench: Bench) -> dict:
+    """Lossless compression where it has work: pretty-printed JSON and repeated boilerplate."""
+    counter = bench.stage.counter(bench.config.route("plain"))
+    records = [{"id": i, "status": "shipped", "items": [{"sku": f"A{i}{j}", "qty": j}
+                                                         for j in range(3)]} for i in range(40)]
+    footer = "Confidential: this export is for internal use by the support team only."
+    pages = [json.dumps(records[i:i + 10], indent=2) + f"\n\n{footer}" for i in range(0, 40, 10)]
+    text = "\n\n\n".join(pages)
+    t0 = time.perf_counter()
+    out = compress_lossless(text).text
+    seconds = time.perf_counter() - t0
+    before, after = counter.count_text(text), counter.count_text(out)
+    same = [json.loads(line) for line in out.splitlines() if line.startswith("[")]
+    return {"tokens_in": before, "ratio": round(after / before, 3),
+            "ms_per_ktok": round(seconds * 1e6 / before, 2),
+            "records_intact": sum(same, []) == records}
 
 
 def counting_speed(bench: Bench) -> dict:
@@ -209,9 +245,12 @@ async def main_async(args: argparse.Namespace) -> dict:
     report: dict = {"counting": counting_speed(bench)}
     report["long_context"] = await long_context(bench, args.cases + 1)
     report["quality"] = await quality(bench, args.prune_cases)
+    report["lossless_exports"] = lossless_on_exports(bench)
     report["break_even"] = break_even(report["long_context"], report["quality"])
     report["windowing"] = await windowing(bench, args.turns)
     report["decomposition"] = await decomposition(bench)
+    if args.map_reduce_cases:
+        report["map_reduce"] = await map_reduce(bench, args.map_reduce_cases)
     await bench.engine.shutdown()
     return report
 
@@ -221,6 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cases", type=int, default=4)
     parser.add_argument("--turns", type=int, default=16)
     parser.add_argument("--prune-cases", type=int, default=2)
+    parser.add_argument("--map-reduce-cases", type=int, default=2)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     report = asyncio.run(main_async(args))

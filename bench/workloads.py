@@ -81,7 +81,10 @@ def build_sessions(kind: str, count: int, seed: int, sizes: WorkloadSizes | None
     if kind not in builders:
         raise ValueError(f"unknown workload {kind!r}; choose one of {', '.join(WORKLOADS)}")
     pool = random.Random(f"{kind}:pool:{seed if pool_seed is None else pool_seed}")
-    return builders[kind](count, pool, random.Random(f"{kind}:{seed}"), sizes)
+    sessions = builders[kind](count, pool, random.Random(f"{kind}:{seed}"), sizes)
+    for i, session in enumerate(sessions):  # ids never repeat across runs of other seeds
+        session.id = f"{kind}-{seed}-{i}"
+    return sessions
 
 
 def _zipf_choice(rng: random.Random, n: int) -> int:
@@ -98,14 +101,17 @@ def _chat(count: int, pool: random.Random, rng: random.Random,
                   f"politely. Follow these rules.\n\n" + paragraphs(pool, sizes.system_tokens))
         apps.append(prompt)
     sessions = []
-    for i in range(count):
+    for _ in range(count):
         app = rng.randrange(sizes.apps)
         turns = [Turn(user=_question(rng, sizes.user_tokens),
-                      think_s=0.0 if t == 0 else rng.expovariate(1.0 / sizes.think_s)
-                      if sizes.think_s > 0 else 0.0)
+                      think_s=_think_time(rng, sizes.think_s) if t else 0.0)
                  for t in range(sizes.turns)]
-        sessions.append(Session(id=f"chat-{i}", system=apps[app], turns=turns, group=f"app{app}"))
+        sessions.append(Session(id="", system=apps[app], turns=turns, group=f"app{app}"))
     return sessions
+
+
+def _think_time(rng: random.Random, mean_s: float) -> float:
+    return rng.expovariate(1.0 / mean_s) if mean_s > 0 else 0.0
 
 
 def _question(rng: random.Random, tokens: int) -> str:
@@ -126,11 +132,11 @@ def _rag(count: int, pool: random.Random, rng: random.Random,
                      f"of {name}?" for _ in range(sizes.questions_per_doc)]
         docs.append((f"Document {d}: {name}\n\n{paragraphs(pool, tokens)}", questions))
     sessions = []
-    for i in range(count):
+    for _ in range(count):
         d = _zipf_choice(rng, len(docs))
         doc, questions = docs[d]
         user = f"{doc}\n\nQuestion: {rng.choice(questions)}"
-        sessions.append(Session(id=f"rag-{i}", system=RAG_SYSTEM, turns=[Turn(user)],
+        sessions.append(Session(id="", system=RAG_SYSTEM, turns=[Turn(user)],
                                 group=f"doc{d}"))
     return sessions
 
@@ -153,13 +159,13 @@ def _faq(count: int, pool: random.Random, rng: random.Random,
     pool.shuffle(pairs)
     pool = pairs[: max(1, sizes.faq_questions)]
     sessions = []
-    for i in range(count):
+    for _ in range(count):
         q = _zipf_choice(rng, len(pool))
         action, obj = pool[q]
         template = (rng.choice(FAQ_TEMPLATES[1:]) if rng.random() < sizes.reword_prob
                     else FAQ_TEMPLATES[0])
         user = template.format(a=action, o=obj)
-        sessions.append(Session(id=f"faq-{i}", system=FAQ_SYSTEM, turns=[Turn(user)],
+        sessions.append(Session(id="", system=FAQ_SYSTEM, turns=[Turn(user)],
                                 group=f"q{q}"))
     return sessions
 
@@ -167,9 +173,9 @@ def _faq(count: int, pool: random.Random, rng: random.Random,
 def _unique(count: int, pool: random.Random, rng: random.Random,
             sizes: WorkloadSizes) -> list[Session]:
     sessions = []
-    for i in range(count):
+    for _ in range(count):
         nonce = f"{rng.getrandbits(48):012x}"
         user = f"Request {nonce}. {paragraph(rng, sizes.prompt_tokens)} {sentence(rng)}"
-        sessions.append(Session(id=f"unique-{i}", system=None, turns=[Turn(user)],
+        sessions.append(Session(id="", system=None, turns=[Turn(user)],
                                 group=nonce))
     return sessions

@@ -1,12 +1,17 @@
 """The guard: decides whether a cached question's answer also answers a new question.
 
 Cosine similarity alone cannot: "cancel my subscription" / "do NOT cancel my subscription"
-score 0.97+, above a true paraphrase. So a candidate passes only when it is close enough
-(the route's threshold) AND the two questions agree on everything that flips an answer:
-numbers and dates, named entities, negation, antonyms, and no content word of one is
-missing from the other without a synonym. Only when the questions differ in wording
-throughout (a reworded paraphrase) does a stricter similarity bar stand in for the word
-checks. The guard never raises; anything it cannot read is a rejection.
+score 0.97+, above many true paraphrases. A candidate must first agree with the new
+question on everything that flips an answer: numbers, dates, named entities and their
+order, negation, antonyms ("open"/"closed", "lock"/"unlock", "included"/"excluded"), and
+which preposition governs which word ("from savings to current"). Then either
+  (a) every content word of each side is matched in the other (same stem, word family,
+      synonym, or a typo): the same question with fillers, typos or function words changed,
+      served at a low similarity floor; or
+  (b) the two are worded differently throughout (token overlap under `reword_overlap`) and
+      the similarity reaches the route's threshold: a reworded paraphrase.
+A minimal edit that swaps a content word ("adults" -> "children", "economy" -> "business")
+passes neither. The guard never raises; anything it cannot read is a rejection.
 """
 
 from __future__ import annotations
@@ -45,18 +50,14 @@ class Question:
     entities: set[str]
     negations: int
 
-    @property
-    def stems(self) -> set[str]:
-        return {stem(w) for w in self.content}
-
 
 @dataclass
 class GuardConfig:
-    reword_threshold: float = 0.86  # similarity that stands in for word checks (reworded)
+    reword_threshold: float = 0.86  # default bar for (b); the route's threshold overrides it
     max_unmatched: int = 0  # content words of one side with no match in the other
     lexical_floor: float = 0.35  # similarity enough when the words match (typos, fillers)
     reword_overlap: float = 0.5  # token-sequence overlap under which a pair counts as reworded
-    fuzzy: bool = True  # tolerate typos (one edit in words of 5+ letters)
+    fuzzy: bool = True  # tolerate typos (one edit in words of 5+ letters, two in 8+)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from engine.config import EngineConfig
+from engine.errors import InvalidRequest
 from engine.llm_engine import LLMEngine, LoadedModel
 from engine.outputs import EngineStats, GenerationDelta
 from engine.sampling_params import SamplingParams
@@ -52,7 +53,7 @@ class AsyncEngine:
         """Stream the deltas of one request; raises InvalidRequest before queueing bad input."""
         seq = self.engine.make_sequence(prompt, params, request_id, session_id)
         if seq.request_id in self._streams:
-            raise ValueError(f"request id {seq.request_id!r} is already running")
+            raise InvalidRequest(f"request id {seq.request_id!r} is already running", "request_id")
         stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
         self._streams[seq.request_id] = stream
         self._ensure_thread()

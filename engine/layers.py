@@ -76,13 +76,26 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x * cos + rotated * sin
 
 
+class Linear(nn.Linear):
+    """nn.Linear that may also hold a packed low-bit copy (engine/weights/packed.py) used
+    when a step has a single row, where reading the weights is the whole cost."""
+
+    decode_weight: Any = None
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.decode_weight is not None and x.shape[0] == 1 and x.dtype == torch.bfloat16:
+            out = self.decode_weight.matmul(x)
+            return out if self.bias is None else out + self.bias
+        return F.linear(x, self.weight, self.bias)
+
+
 class SwiGLU(nn.Module):
     """silu(gate) * up, then down; gate and up share one fused matmul."""
 
     def __init__(self, hidden_size: int, intermediate_size: int) -> None:
         super().__init__()
-        self.gate_up_proj = nn.Linear(hidden_size, 2 * intermediate_size, bias=False)
-        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
+        self.gate_up_proj = Linear(hidden_size, 2 * intermediate_size, bias=False)
+        self.down_proj = Linear(intermediate_size, hidden_size, bias=False)
         self.intermediate_size = intermediate_size
 
     def forward(self, x: Tensor) -> Tensor:

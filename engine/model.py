@@ -7,14 +7,18 @@ and are fused here (one qkv matmul, one gate_up matmul), which pays on CPU.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from engine.attention import AttentionMetadata, AttentionPlan, paged_attention
-from engine.layers import RMSNorm, RotaryEmbedding, SwiGLU, apply_rope, rope_inv_freq
+from engine.layers import Linear, RMSNorm, RotaryEmbedding, SwiGLU, apply_rope, rope_inv_freq
 from engine.model_config import ModelConfig
+
+if TYPE_CHECKING:
+    from engine.weights.packed import PackedInt8, Q4Blocks
 
 
 class LlamaAttention(nn.Module):
@@ -24,9 +28,9 @@ class LlamaAttention(nn.Module):
         self.head_dim = config.head_dim
         self.q_size = config.num_heads * config.head_dim
         self.kv_size = config.num_kv_heads * config.head_dim
-        self.qkv_proj = nn.Linear(config.hidden_size, self.q_size + 2 * self.kv_size,
-                                  bias=config.attention_bias)
-        self.o_proj = nn.Linear(self.q_size, config.hidden_size, bias=False)
+        self.qkv_proj = Linear(config.hidden_size, self.q_size + 2 * self.kv_size,
+                               bias=config.attention_bias)
+        self.o_proj = Linear(self.q_size, config.hidden_size, bias=False)
         self.scale = config.head_dim ** -0.5
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, layer_cache: Tensor,
@@ -64,6 +68,7 @@ class LlamaModel(nn.Module):
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.lm_head = None if config.tie_word_embeddings else nn.Linear(
             config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head_packed: PackedInt8 | None = None
         self.rotary = RotaryEmbedding(rope_inv_freq(config.head_dim, config.rope_theta,
                                                     config.rope_scaling))
 
@@ -86,8 +91,35 @@ class LlamaModel(nn.Module):
 
     def compute_logits(self, hidden: Tensor) -> Tensor:
         """[N, H] -> float32 logits [N, vocab]."""
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(hidden, weight).float()
+        if self.lm_head_packed is not None and hidden.shape[0] == 1:
+            return self.lm_head_packed.matmul(hidden).float()
+        return F.linear(hidden, self.lm_head_weight).float()
+
+    @property
+    def lm_head_weight(self) -> Tensor:
+        return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
+    def attach_packed_weights(self, q4: dict[str, Q4Blocks]) -> int:
+        """Give single-row steps packed int4 copies of the Q4 weights and an int8 LM head.
+
+        `q4` maps Hugging Face names to unpacked Q4 tensors. Returns the count of packed linears.
+        """
+        from engine.weights.packed import PackedInt4, PackedInt8, Q4Blocks
+
+        count = 0
+        groups = {"self_attn.qkv_proj": ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
+                  "self_attn.o_proj": ["self_attn.o_proj"],
+                  "mlp.gate_up_proj": ["mlp.gate_proj", "mlp.up_proj"],
+                  "mlp.down_proj": ["mlp.down_proj"]}
+        for i, layer in enumerate(self.layers):
+            for target, sources in groups.items():
+                parts = [q4.get(f"model.layers.{i}.{name}.weight") for name in sources]
+                if all(p is not None for p in parts):
+                    layer.get_submodule(target).decode_weight = PackedInt4.from_blocks(
+                        Q4Blocks.concat(parts))
+                    count += 1
+        self.lm_head_packed = PackedInt8.from_dense(self.lm_head_weight.detach())
+        return count
 
     def set_rope_freq_factors(self, freq_factors: Tensor) -> None:
         """Llama-3 GGUFs carry their rope scaling as a `rope_freqs` tensor."""

@@ -87,6 +87,7 @@ class Scheduler:
                 budget -= num_new
         if not preempted:
             budget = self._admit_waiting(chosen, budget)
+            self._top_up_prefills(chosen, budget)
         items = [ScheduledSequence(s, n, s.num_computed_tokens + n == s.num_tokens)
                  for s, n in chosen.items()]
         return SchedulerOutput(items, preempted)
@@ -115,21 +116,53 @@ class Scheduler:
         return None
 
     def _admit_waiting(self, chosen: dict[Sequence, int], budget: int) -> int:
-        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-            seq = self.waiting[0]
+        """Admit waiting sequences in arrival order while budget, slots and blocks last.
+
+        A sequence whose next uncached block is being computed right now by another one
+        (same system prompt or document, arrived together) waits for it to be registered
+        and then reuses it, instead of computing the same prefix twice.
+        """
+        bs = self.kv.block_size
+        pending = self._pending_block_hashes()
+        for seq in list(self.waiting):
+            if budget <= 0 or len(self.running) >= self.max_num_seqs:
+                break
             cached = self.kv.find_cached_prefix(seq)
-            num_new = min(seq.num_tokens - len(cached) * self.kv.block_size, budget)
+            nxt = len(cached)
+            if nxt < (seq.num_tokens - 1) // bs and seq.block_hashes[nxt] in pending:
+                continue
+            num_new = min(seq.num_tokens - nxt * bs, budget)
             if not self.kv.allocate_slots(seq, num_new, cached):
                 break
-            self.waiting.popleft()
+            self.waiting.remove(seq)
             self.running.append(seq)
             seq.status = SequenceStatus.RUNNING
             if seq.first_scheduled_time is None:
                 seq.first_scheduled_time = time.monotonic()
-                seq.num_cached_tokens = min(len(cached) * self.kv.block_size, seq.num_prompt_tokens)
+                seq.num_cached_tokens = min(nxt * bs, seq.num_prompt_tokens)
             chosen[seq] = num_new
             budget -= num_new
+            pending.update(seq.block_hashes[nxt:])
         return budget
+
+    def _pending_block_hashes(self) -> set[int]:
+        """Hashes of the full blocks that running sequences are still prefilling."""
+        if not self.kv.enable_prefix_caching:
+            return set()
+        pending: set[int] = set()
+        for seq in self.running:
+            if seq.num_uncomputed_tokens > 1:
+                hashes = self.kv.compute_block_hashes(seq)
+                pending.update(hashes[seq.num_computed_tokens // self.kv.block_size:])
+        return pending
+
+    def _top_up_prefills(self, chosen: dict[Sequence, int], budget: int) -> None:
+        """Give budget nobody waiting could use back to prefill chunks capped earlier."""
+        for seq, num_new in chosen.items():
+            extra = min(seq.num_uncomputed_tokens - num_new, budget)
+            if extra > 0 and self.kv.allocate_slots(seq, num_new + extra):
+                chosen[seq] = num_new + extra
+                budget -= extra
 
     def _preempt(self, seq: Sequence) -> None:
         self.running.remove(seq)

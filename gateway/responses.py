@@ -8,8 +8,11 @@ token (unknown upstream, timeout, 4xx from the upstream) still get a proper HTTP
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
@@ -29,8 +32,7 @@ async def respond(request: Request, ctx: RequestContext) -> Response:
     if ctx.body.stream:
         return await _streaming(chunks, ctx)
     assembler = Assembler(ctx.kind, ctx.body.model)
-    async for chunk in chunks:
-        assembler.add(chunk)
+    await until_disconnected(request, fold(chunks, assembler))
     if assembler.finish_reason is None:
         raise APIError(502, f"upstream '{ctx.upstream_name}': the answer ended without a "
                        "finish reason", code="upstream_error")
@@ -45,6 +47,37 @@ def headers(ctx: RequestContext) -> dict[str, str]:
     if ctx.upstream_name:
         out["x-headstart-upstream"] = ctx.upstream_name
     return out
+
+
+async def fold(chunks: AsyncIterator[Chunk], assembler: Assembler) -> None:
+    async for chunk in chunks:
+        assembler.add(chunk)
+
+
+async def until_disconnected(request: Request, work: Coroutine[Any, Any, None]) -> None:
+    """Run `work`; if the client hangs up first, cancel it (which aborts the upstream
+    request) rather than finish an answer nobody will read."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnect(request))
+    try:
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # we are cancelled ourselves (shutdown)
+        task.cancel()
+        gone.cancel()
+        raise
+    gone.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise APIError(499, "client closed the request", code="client_closed")
+    task.result()
+
+
+async def _disconnect(request: Request) -> None:
+    """Returns when the client disconnects (the body has been read already)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _streaming(chunks: AsyncIterator[Chunk], ctx: RequestContext) -> Response:

@@ -13,6 +13,7 @@ which is then not cached; if every part fails, the request fails with the first 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -44,7 +45,8 @@ if TYPE_CHECKING:
     from gateway.config import GatewayConfig, RouteConfig
 
 Forward = Callable[[Any], AsyncIterator[Any]]
-DEFAULT_PREFILL_TPS = 1000.0  # until measured: the bundled engine on this 2-core CPU
+log = logging.getLogger("headstart.transforms")
+DEFAULT_PREFILL_TPS = 100.0  # until measured: the bundled engine, 2k-token prompts, 2 busy cores
 DEFAULT_CONTEXT = 8192
 
 
@@ -145,7 +147,13 @@ class TransformStage:
             return plan.messages
         summarizer = ForwardSummarizer(self._summary_sender(ctx, forward), ctx.body.model,
                                        policy.summary_max_tokens)
-        text = await self.summaries.summary(plan.dropped, summarizer, salt=ctx.route.name)
+        try:
+            text = await self.summaries.summary(plan.dropped, summarizer, salt=ctx.route.name)
+        except Exception as e:  # noqa: BLE001 - a failed summary degrades to dropping
+            log.warning("%s: summary of dropped turns failed (%s); dropping them", ctx.request_id,
+                        _reason(e))
+            ctx.transforms.append("window:summary-failed")
+            return plan.messages
         ctx.transforms.append("window:summary")
         return plan.with_summary(text)
 

@@ -48,12 +48,15 @@ class RedisStore:
 
     @classmethod
     async def open(cls, url: str, *, timeout_s: float = 0.25, prefix: str = "hs:",
-                   **options: Any) -> RedisStore:
-        client = aioredis.from_url(
+                   max_connections: int = 64, **options: Any) -> RedisStore:
+        """A store on `url`; callers beyond `max_connections` wait (up to `timeout_s`) for a
+        connection instead of failing."""
+        pool = aioredis.BlockingConnectionPool.from_url(
             url, decode_responses=True, socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0),
-            retry_on_timeout=False, health_check_interval=0)
-        return cls(client, prefix=prefix, **options)
+            socket_connect_timeout=timeout_s, max_connections=max_connections,
+            timeout=timeout_s, retry=Retry(NoBackoff(), 0), retry_on_timeout=False,
+            health_check_interval=0)
+        return cls(aioredis.Redis(connection_pool=pool), prefix=prefix, **options)
 
     @property
     def available(self) -> bool:
@@ -177,6 +180,7 @@ class RedisStore:
     async def close(self) -> None:
         try:
             await self.client.aclose()
+            await self.client.connection_pool.disconnect()
         except Exception:  # closing a dead connection is not worth an error
             pass
 

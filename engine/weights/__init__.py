@@ -55,9 +55,15 @@ def resolve_dtype(dtype: str | torch.dtype = "auto",
 
 
 def load_model(path: str | None = None, dtype: str | torch.dtype = "auto",
-               device: str | torch.device = "auto") -> tuple[LlamaModel, Tokenizer, ModelConfig]:
-    """(model in eval mode, tokenizer, config) for a .gguf file or a Hugging Face folder."""
+               device: str | torch.device = "auto", packed_decode: bool = True,
+               ) -> tuple[LlamaModel, Tokenizer, ModelConfig]:
+    """(model in eval mode, tokenizer, config) for a .gguf file or a Hugging Face folder.
+
+    With `packed_decode`, a bf16 model on the CPU loaded from a Q4 GGUF also keeps int4
+    copies of its Q4 weights (and an int8 LM head) for single-row steps: batch-1 decode.
+    """
     from engine.weights.gguf_loader import GGUFCheckpoint
+    from engine.weights.packed import packed_kernels_available
     from engine.weights.safetensors_loader import SafetensorsCheckpoint
 
     path = path or default_model_path()
@@ -82,6 +88,9 @@ def load_model(path: str | None = None, dtype: str | torch.dtype = "auto",
     model.load_hf_weights(checkpoint.weights(torch_dtype))
     if freq_factors is not None:
         model.set_rope_freq_factors(freq_factors)
+    if (packed_decode and isinstance(checkpoint, GGUFCheckpoint) and torch_dtype == torch.bfloat16
+            and torch_device.type == "cpu" and packed_kernels_available()):
+        model.attach_packed_weights(checkpoint.q4_blocks())
     return model.eval(), tokenizer, config
 
 

@@ -91,3 +91,23 @@ def test_fp32_logits_match_transformers_gguf(smollm_fp32, hf_gguf_model, prompt)
     assert (prompt_logits(smollm_fp32.model, ids) - ref).abs().max() < 1e-4 * scale
     split = len(ids) // 2 + 1
     assert (prompt_logits(smollm_fp32.model, ids, split) - ref).abs().max() < 1e-4 * scale
+
+
+def test_bf16_packed_decode_matches_dense(smollm_bf16, smollm_fp32):
+    """Single-row steps use int4 copies of the Q4 weights; they must agree with the dense path."""
+    model = smollm_bf16.model
+    qkv = model.layers[0].self_attn.qkv_proj
+    assert qkv.decode_weight is not None and model.lm_head_packed is not None
+    x = torch.randn(1, model.config.hidden_size, dtype=torch.bfloat16)
+    dense = torch.nn.functional.linear(x, qkv.weight).float()
+    with torch.inference_mode():
+        packed = qkv(x).float()
+    assert (packed - dense).abs().max() < 0.02 * dense.abs().max()
+    ids = smollm_fp32.tokenizer.encode(PROMPTS[2])
+    ref = PagedSequences(smollm_fp32.model)
+    low = PagedSequences(model)
+    ref.step({0: ids[:-1]})
+    low.step({0: ids[:-1]})
+    ref_logits, low_logits = ref.step({0: ids[-1:]})[0], low.step({0: ids[-1:]})[0]
+    assert ref_logits.argmax() == low_logits.argmax()
+    assert (ref_logits - low_logits).abs().max() < 0.15 * ref_logits.abs().max()

@@ -135,6 +135,21 @@ def test_short_prompt_is_not_stuck_behind_a_long_prefill() -> None:
     long = add(sched, "long", 40, max_tokens=1)
     assert new_tokens(step(sched)) == {"long": 8}  # alone: the whole budget
     short = add(sched, "short", 3, max_tokens=2, start=500)
-    assert new_tokens(step(sched)) == {"long": 4, "short": 3}  # half the budget while one waits
+    # While one waits, the long prefill is capped at half the budget; the rest goes back to it.
+    assert new_tokens(step(sched)) == {"long": 5, "short": 3}
     assert new_tokens(step(sched)) == {"short": 1, "long": 7}
     assert short.is_finished and not long.is_finished
+
+
+def test_same_prefix_arriving_together_is_computed_once() -> None:
+    sched = make_scheduler(num_blocks=32, budget=8)
+    first = add(sched, "first", 40, max_tokens=1)
+    twin = add(sched, "twin", 40, max_tokens=1)
+    twin_tokens = []
+    while sched.has_unfinished():
+        got = new_tokens(step(sched))
+        if "twin" not in got:
+            assert got.get("first") == 8  # the waiting twin does not hold the budget back
+        twin_tokens.append(got.get("twin", 0))
+    assert first.num_cached_tokens == 0
+    assert twin.num_cached_tokens == 36 and sum(twin_tokens) == 4

@@ -4,23 +4,27 @@ nothing reaches the upstream (it is down: anything that got through would be a 5
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
 
+from tests.gateway.conftest import GatewayThread
 from tests.support.processes import free_port
 
 LIMIT = 4096
 
 
-@pytest.fixture
-def base(start_gateway) -> str:
-    return start_gateway({
+@pytest.fixture(scope="module")
+def base() -> Iterator[str]:
+    gateway = GatewayThread({
         "limits": {"max_body_bytes": LIMIT},
         "upstreams": {"dead": {"kind": "openai", "base_url": f"http://127.0.0.1:{free_port()}/v1"}},
         "routes": [{"name": "r", "models": ["m", "m-*"], "upstream": "dead"}],
-    })
+    }).start()
+    yield gateway.base_url
+    gateway.stop()
 
 
 def post(base: str, path: str, content: bytes, **headers: str) -> httpx.Response:

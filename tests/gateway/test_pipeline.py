@@ -117,3 +117,15 @@ def test_client_disconnect_aborts_remote_upstream(gateway, engine_server):
         assert engine_gauge(engine_server, "num_requests_running") == 1
     assert wait_until(lambda: engine_gauge(engine_server, "num_requests_running") == 0)
     assert engine_gauge(engine_server, "kv_blocks_used") == 0
+
+
+def test_non_streaming_client_leaving_aborts_the_engine(gateway):
+    engine = gateway.app.state.engine
+    body = {"model": "smollm2-135m-instruct", "messages": MSGS, "max_tokens": 2000,
+            "ignore_eos": True}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(gateway.base_url + "/v1/chat/completions", json=body,
+                   timeout=httpx.Timeout(10, read=2))
+    # 2,000 tokens take far longer than this wait: only an abort ends the request in time
+    assert wait_until(lambda: engine.stats().num_running == 0, timeout_s=15), engine.stats()
+    assert engine.stats().kv_blocks_used == 0

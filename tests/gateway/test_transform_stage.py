@@ -141,6 +141,16 @@ async def test_window_summary_is_computed_once_per_prefix(engine_like):
     assert len(same) >= 3  # later turns extend the earlier prompt byte for byte
 
 
+async def test_failed_summary_degrades_to_dropping(engine_like):
+    stage, config = make_stage(engine_like, window={"max_input_tokens": 900,
+                                                    "dropped": "summarize"})
+    ctx = make_ctx(config, long_chat(12))
+    upstream = Upstream(fail_on=SUMMARY_INSTRUCTION[:20])
+    text, _ = await run(stage, ctx, upstream)
+    assert "window:summary-failed" in ctx.transforms and text.startswith("answer to")
+    assert not upstream.requests[-1].messages[1].text().startswith("Summary")
+
+
 async def test_window_overflow_is_413_with_the_excess(engine_like):
     stage, config = make_stage(engine_like, window={"max_input_tokens": 100})
     ctx = make_ctx(config, [{"role": "user", "content": "word " * 300}])
