@@ -56,8 +56,11 @@ async def open_loop(client: httpx.AsyncClient, texts: list[str], rate: float,
     results: list[tuple[float, str]] = []
 
     async def one(text: str) -> None:
-        ms, r = await ask(client, text)
-        results.append((ms, r.headers.get("x-cache", "?")))
+        try:
+            ms, r = await ask(client, text)
+            results.append((ms, r.headers.get("x-cache", "?") if r.status_code == 200 else "error"))
+        except httpx.HTTPError:
+            results.append((float("nan"), "error"))
 
     tasks, start, i = [], time.perf_counter(), 0
     while time.perf_counter() - start < duration:
@@ -70,9 +73,13 @@ async def open_loop(client: httpx.AsyncClient, texts: list[str], rate: float,
     return results
 
 
+def new_client(base_url: str) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=2)
+    return httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60)
+
+
 async def http_phase(base_url: str, rate: float, duration: float) -> dict:
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60) as client:
+    async with new_client(base_url) as client:
         miss_lookup, miss_ttft, miss_total = [], [], []
         for q in QUESTIONS:  # misses: stored for the hit phases
             ms, r = await ask(client, q)
@@ -82,9 +89,11 @@ async def http_phase(base_url: str, rate: float, duration: float) -> dict:
                 miss_lookup.append(c)
             if (u := stage_ms(timing, "upstream")) is not None:
                 miss_ttft.append(u)
-        await asyncio.sleep(0.5)
+    await asyncio.sleep(0.5)
+    async with new_client(base_url) as client:
         await open_loop(client, QUESTIONS, 50, 1.0)  # warm connections
         exact = await open_loop(client, QUESTIONS, rate, duration)
+    async with new_client(base_url) as client:
         variants = [f"um {q.lower().rstrip('?')}" for q in QUESTIONS]
         semantic = await open_loop(client, variants, 20, min(duration, 5.0))
     exact_ms = [ms for ms, status in exact if status == "exact"]
@@ -95,6 +104,7 @@ async def http_phase(base_url: str, rate: float, duration: float) -> dict:
         "miss_upstream_ttft_ms_p50": pct(miss_ttft, 50),
         "miss_total_ms_p50": pct(miss_total, 50),
         "exact_rate_rps": rate, "exact_requests": len(exact),
+        "exact_errors": sum(1 for _, status in exact if status == "error"),
         "exact_hit_share": len(exact_ms) / max(1, len(exact)),
         "exact_hit_ms_p50": pct(exact_ms, 50), "exact_hit_ms_p99": pct(exact_ms, 99),
         "semantic_requests": len(semantic),

@@ -32,8 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-s", type=float, default=5.0, help="seconds sent but not measured")
     p.add_argument("--sweep", action="store_true", help="find the highest rate within the SLO")
     p.add_argument("--max-rate", type=float, default=64.0, help="sweep ceiling")
+    p.add_argument("--min-rate", type=float, default=0.05, help="sweep floor")
     p.add_argument("--sweep-factor", type=float, default=2.0, help="rate multiplier per step")
     p.add_argument("--refine", type=int, default=1, help="bisection steps after the sweep")
+    p.add_argument("--min-requests", type=int, default=20,
+                   help="sweeps: lengthen a run's window to measure about this many requests")
+    p.add_argument("--drain-s", type=float, default=60.0,
+                   help="how long to wait for answers after the window")
     p.add_argument("--slo-ms", type=float, default=700.0, help="p95 TTFT target")
     p.add_argument("--out", default="bench-report", help="report folder")
     p.add_argument("--concurrency", type=int, help="cap on requests in flight (time waiting for a slot is not in TTFT)")
@@ -68,14 +73,17 @@ async def run_bench(args: argparse.Namespace) -> tuple[list[RunSummary], list[Sw
     base = LoadConfig(base_url=args.base_url, model=model, workload=args.workload,
                       rate=args.rate, duration_s=args.duration, warmup_s=args.warmup_s,
                       seed=args.seed, concurrency=args.concurrency, api_key=args.api_key,
+                      drain_timeout_s=args.drain_s,
                       sizes=parse_sizes(args.size, args.max_tokens),
                       progress=not args.no_progress)
 
-    run_at = rate_runner(base, target=target, slo_ms=args.slo_ms)
+    run_at = rate_runner(base, target=target, slo_ms=args.slo_ms,
+                         min_requests=args.min_requests if args.sweep else 0)
     if not args.sweep:
         return [await run_at(args.rate)], []
     result = await sweep_rates(run_at, start_rate=args.rate, slo_ms=args.slo_ms,
                                factor=args.sweep_factor, max_rate=args.max_rate,
+                               min_rate=args.min_rate,
                                refine=args.refine, target=target, workload=args.workload)
     return result.runs, [result]
 

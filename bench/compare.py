@@ -32,11 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workloads", default="chat,rag,faq", help=f"from {', '.join(WORKLOADS)}")
     p.add_argument("--start-rate", type=float, default=0.25)
     p.add_argument("--max-rate", type=float, default=16.0)
+    p.add_argument("--min-rate", type=float, default=0.1, help="where a failing sweep stops")
     p.add_argument("--refine", type=int, default=1)
     p.add_argument("--duration", type=float, default=20.0, help="measured seconds per run")
     p.add_argument("--warmup-s", type=float, default=5.0)
     p.add_argument("--drain-s", type=float, default=20.0, help="wait for stragglers per run")
     p.add_argument("--max-tokens", type=int, default=0, help="0: per-workload default")
+    p.add_argument("--min-requests", type=int, default=20,
+                   help="lengthen a run's window to measure about this many requests")
     p.add_argument("--slo-ms", type=float, default=700.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
@@ -55,9 +58,11 @@ async def sweep_target(target: RunningTarget, args: argparse.Namespace, workload
                           api_key=target.api_key,
                           sizes=WorkloadSizes(max_tokens=args.max_tokens),
                           drain_timeout_s=args.drain_s, progress=not args.no_progress)
-        run_at = rate_runner(base, target=target.name, slo_ms=args.slo_ms)
+        run_at = rate_runner(base, target=target.name, slo_ms=args.slo_ms,
+                             min_requests=args.min_requests)
         sweep = await sweep_rates(run_at, start_rate=args.start_rate, slo_ms=args.slo_ms,
-                                  max_rate=args.max_rate, refine=args.refine,
+                                  max_rate=args.max_rate, min_rate=args.min_rate,
+                                  refine=args.refine,
                                   target=target.name, workload=workload)
         rate = extra_rates.get(workload)
         if rate is not None and sweep.run_at(rate) is None:

@@ -109,7 +109,7 @@ async def stream_request(client: AsyncOpenAI, model: str, messages: list[dict],
         if record.completion_tokens == 0:
             record.completion_tokens = chunks
     except asyncio.CancelledError:
-        record.error = "unfinished when the drain timeout ended the run"
+        record.unfinished = True
         raise
     except Exception as exc:  # noqa: BLE001 - every failure is a data point
         record.error = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -187,17 +187,19 @@ async def measure(config: LoadConfig, *, target: str, slo_ms: float) -> RunSumma
                      duration_s=config.duration_s, slo_ms=slo_ms)
 
 
-def rate_runner(base: LoadConfig, *, target: str,
-                slo_ms: float) -> Callable[[float], Awaitable[RunSummary]]:
+def rate_runner(base: LoadConfig, *, target: str, slo_ms: float,
+                min_requests: int = 20) -> Callable[[float], Awaitable[RunSummary]]:
     """`run_at(rate)` for sweeps: each rate gets its own traffic seed (new users and
-    questions) over one shared pool (apps, documents, FAQ), the same for every target."""
+    questions) over one shared pool (apps, documents, FAQ), the same for every target, and
+    a window long enough for about `min_requests` measured requests (at most 60 s)."""
 
     async def run_at(rate: float) -> RunSummary:
         config = dataclasses.replace(base, rate=rate, seed=base.seed * 100_003 + round(rate * 1000),
+                                     duration_s=max(base.duration_s, min(min_requests / rate, 60.0)),
                                      pool_seed=base.seed if base.pool_seed is None else base.pool_seed)
         summary = await measure(config, target=target, slo_ms=slo_ms)
         print(f"[bench] {target} {base.workload} @ {rate:g}/s: {summary.requests} reqs, "
-              f"{summary.errors} errors, p95 TTFT {summary.ttft_ms['p95']} ms, "
+              f"{summary.errors} errors, {summary.unfinished} unfinished, p95 TTFT {summary.ttft_ms['p95']} ms, "
               f"goodput {100 * summary.goodput:.0f}%", file=sys.stderr, flush=True)
         return summary
 

@@ -30,7 +30,7 @@ def _fmt(v: float | str | None, digits: int = 0) -> str:
     return f"{v:,.{digits}f}"
 
 
-RUN_HEADER = ("| target | workload | rate/s | reqs | errors | TTFT p50 | TTFT p95 | TTFT p99 | "
+RUN_HEADER = ("| target | workload | rate/s | reqs | errors | unfinished | TTFT p50 | TTFT p95 | TTFT p99 | "
               "TPOT p50 | ITL p50 | E2E p95 | done/s | goodput | x-cache | cached tok |")
 
 
@@ -42,6 +42,7 @@ def runs_table(runs: list[RunSummary]) -> str:
         cached = f"{100.0 * r.cached_tokens / r.prompt_tokens:.0f}%" if r.prompt_tokens else "–"
         lines.append(
             f"| {r.target} | {r.workload} | {r.rate:g} | {r.requests} | {r.errors} | "
+            f"{r.unfinished} | "
             f"{_fmt(r.ttft_ms['p50'])} | {_fmt(r.ttft_ms['p95'])} | {_fmt(r.ttft_ms['p99'])} | "
             f"{_fmt(r.tpot_ms['p50'], 1)} | {_fmt(r.itl_ms['p50'], 1)} | "
             f"{_fmt(r.e2e_ms['p95'])} | {r.throughput_rps:.2f} | {100 * r.goodput:.0f}% | "

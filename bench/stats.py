@@ -2,7 +2,8 @@
 
 A request that failed or never produced a token missed every TTFT target, so it counts as
 an infinite TTFT in the percentiles and as outside the SLO in goodput; an overloaded
-server cannot look good by dropping requests.
+server cannot look good by dropping requests. A request still streaming when the run ends
+keeps the TTFT it had (it is only missing from end-to-end numbers and throughput).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class RequestRecord:
     cache: str = "none"  # the `x-cache` header; "none" when the server sends none
     error: str | None = None
     warmup: bool = False
+    unfinished: bool = False  # the run ended (drain timeout) before the answer did
 
     @property
     def ok(self) -> bool:
@@ -63,6 +65,11 @@ def goodput_share(ttfts_s: list[float], slo_ms: float) -> float:
     return sum(1 for t in ttfts_s if t * 1000.0 <= slo_ms) / len(ttfts_s)
 
 
+def effective_ttft_s(record: RequestRecord) -> float:
+    """The TTFT the user saw; infinite when no token came (error, or cut off waiting)."""
+    return INF if record.ttft_s is None or record.error is not None else record.ttft_s
+
+
 def _ms_percentiles(values_s: list[float]) -> dict[str, float | None]:
     out = {}
     for p in (50, 95, 99):
@@ -81,6 +88,7 @@ class RunSummary:
     duration_s: float
     requests: int
     errors: int
+    unfinished: int  # still streaming when the run ended; their TTFT counts
     ttft_ms: dict[str, float | None]
     tpot_ms: dict[str, float | None]
     itl_ms: dict[str, float | None]
@@ -122,7 +130,7 @@ def summarize(records: list[RequestRecord], *, target: str, workload: str, rate:
               duration_s: float, slo_ms: float) -> RunSummary:
     """Summarise the measured (non-warm-up) records of one run of `duration_s` seconds."""
     measured = [r for r in records if not r.warmup]
-    ttfts = [r.ttft_s if (r.ttft_s is not None and r.error is None) else INF for r in measured]
+    ttfts = [effective_ttft_s(r) for r in measured]
     ok = [r for r in measured if r.ok]
     tpots = [t for r in ok if (t := r.tpot_s()) is not None]
     itls = [gap for r in ok for gap in r.itl_s]
@@ -130,7 +138,8 @@ def summarize(records: list[RequestRecord], *, target: str, workload: str, rate:
     share = goodput_share(ttfts, slo_ms)
     return RunSummary(
         target=target, workload=workload, rate=rate, duration_s=duration_s,
-        requests=len(measured), errors=len(measured) - len(ok),
+        requests=len(measured), errors=sum(r.error is not None for r in measured),
+        unfinished=sum(r.unfinished for r in measured),
         ttft_ms=_ms_percentiles(ttfts), tpot_ms=_ms_percentiles(tpots),
         itl_ms=_ms_percentiles(itls), e2e_ms=_ms_percentiles([r.e2e_s for r in ok]),
         throughput_rps=round(len(ok) / duration, 3),

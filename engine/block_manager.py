@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from engine.sequence import Sequence
 
+MAX_TRACKED_SESSIONS = 4096
+
 
 def hash_block(parent_hash: int | None, token_ids: Seq[int]) -> int:
     """A stable 128-bit hash of a block's tokens chained to its parent's (same in every process)."""
@@ -143,6 +145,8 @@ class KVCacheManager:
                 continue
             if seq.session_id is not None:
                 block.session_id = seq.session_id
+            elif block.session_id is not None and not self._session_live(block.session_id):
+                block.session_id = None  # its session went idle: an ordinary cached block now
             if block.session_id is not None:
                 self.session_evictable[block_id] = None
             else:
@@ -155,7 +159,11 @@ class KVCacheManager:
 
     def touch_session(self, session_id: str) -> None:
         """Mark a session active now: its released blocks are kept for `session_idle_s`."""
-        self.session_last_seen[session_id] = self.clock()
+        now = self.clock()
+        self.session_last_seen[session_id] = now
+        if len(self.session_last_seen) > MAX_TRACKED_SESSIONS:  # forget idle sessions
+            self.session_last_seen = {sid: t for sid, t in self.session_last_seen.items()
+                                      if now - t <= self.session_idle_s}
 
     def stats(self) -> KVCacheStats:
         cached = len(self.evictable) + len(self.session_evictable)
@@ -194,10 +202,12 @@ class KVCacheManager:
         block.session_id = None
         return block_id
 
+    def _session_live(self, session_id: str) -> bool:
+        last = self.session_last_seen.get(session_id)
+        return last is not None and self.clock() - last <= self.session_idle_s
+
     def _oldest_expired_session_block(self) -> int | None:
-        now = self.clock()
         for block_id in self.session_evictable:
-            sid = self.blocks[block_id].session_id
-            if now - self.session_last_seen.get(sid, float("-inf")) > self.session_idle_s:
+            if not self._session_live(self.blocks[block_id].session_id):
                 return block_id
         return None

@@ -35,10 +35,12 @@ class LlamaAttention(nn.Module):
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, layer_cache: Tensor,
                 plan: AttentionPlan) -> Tensor:
-        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = apply_rope(q.view(-1, self.num_heads, self.head_dim), cos, sin)
-        k = apply_rope(k.view(-1, self.num_kv_heads, self.head_dim), cos, sin)
-        v = v.view(-1, self.num_kv_heads, self.head_dim)
+        qkv = self.qkv_proj(x)
+        heads = self.num_heads + self.num_kv_heads
+        qk = apply_rope(qkv[:, :self.q_size + self.kv_size].view(-1, heads, self.head_dim),
+                        cos, sin)  # q and k rotated in one pass
+        q, k = qk[:, :self.num_heads], qk[:, self.num_heads:]
+        v = qkv[:, self.q_size + self.kv_size:].view(-1, self.num_kv_heads, self.head_dim)
         out = paged_attention(q, k, v, layer_cache, plan, self.scale)
         return self.o_proj(out.reshape(-1, self.q_size))
 

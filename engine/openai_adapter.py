@@ -155,6 +155,12 @@ def _int_list(value: Any, param: str) -> list[int]:
 # ---------------------------------------------------------------- answers
 
 
+def aborted(delta: GenerationDelta | None) -> APIError:
+    """The error for a request the engine failed (a step error, or shutdown)."""
+    reason = (delta.error if delta is not None else None) or "no finish reason"
+    return APIError(500, f"the engine aborted the request: {reason}", code="engine_aborted")
+
+
 def usage_of(delta: GenerationDelta) -> Usage:
     """Usage from a request's latest delta (its counters are cumulative)."""
     return Usage.of(delta.prompt_tokens, delta.completion_tokens, delta.cached_tokens)
@@ -164,7 +170,8 @@ async def stream_chat(deltas: AsyncIterator[GenerationDelta], *, model: str,
                       include_usage: bool = False,
                       completion_id: str | None = None) -> AsyncIterator[ChatCompletionChunk]:
     """chat.completion.chunk objects: the role first, then text, then the finish reason;
-    with `include_usage`, a last chunk with no choices and the usage (as OpenAI does)."""
+    with `include_usage`, a last chunk with no choices and the usage (as OpenAI does).
+    An engine failure mid-stream raises `aborted(...)`."""
     cid, created = completion_id or new_id("chatcmpl"), now()
 
     def chunk(delta: DeltaMessage, finish: str | None = None) -> ChatCompletionChunk:
@@ -175,6 +182,8 @@ async def stream_chat(deltas: AsyncIterator[GenerationDelta], *, model: str,
     sent_role = False
     async for delta in deltas:
         last = delta
+        if delta.finish_reason == "abort":
+            raise aborted(delta)
         if not sent_role:
             sent_role = True
             yield chunk(DeltaMessage(role="assistant", content=""))
@@ -209,6 +218,8 @@ async def stream_completion(deltas: AsyncIterator[GenerationDelta], *, model: st
     pending = echo_text
     async for delta in deltas:
         last = delta
+        if delta.finish_reason == "abort":
+            raise aborted(delta)
         text, pending = pending + delta.text, ""
         if text or delta.finish_reason:
             yield chunk(text, delta.finish_reason)
@@ -233,6 +244,5 @@ async def _collect(deltas: AsyncIterator[GenerationDelta]) -> tuple[str, Generat
         parts.append(delta.text)
         last = delta
     if last is None or last.finish_reason in (None, "abort"):
-        reason = (last.error if last is not None else None) or "no finish reason"
-        raise APIError(500, f"the engine aborted the request: {reason}", code="engine_aborted")
+        raise aborted(last)
     return "".join(parts), last

@@ -118,9 +118,10 @@ class Scheduler:
     def _admit_waiting(self, chosen: dict[Sequence, int], budget: int) -> int:
         """Admit waiting sequences in arrival order while budget, slots and blocks last.
 
-        A sequence whose next uncached block is being computed right now by another one
-        (same system prompt or document, arrived together) waits for it to be registered
-        and then reuses it, instead of computing the same prefix twice.
+        A sequence that cannot finish its prefill this step anyway, and whose next uncached
+        block is being computed right now by another one (same system prompt or document,
+        arrived together), waits for that block to be registered and then reuses it,
+        instead of computing the same prefix twice. A prompt that fits the step goes now.
         """
         bs = self.kv.block_size
         pending = self._pending_block_hashes()
@@ -129,9 +130,11 @@ class Scheduler:
                 break
             cached = self.kv.find_cached_prefix(seq)
             nxt = len(cached)
-            if nxt < (seq.num_tokens - 1) // bs and seq.block_hashes[nxt] in pending:
+            remaining = seq.num_tokens - nxt * bs
+            if (pending and remaining > budget and nxt < (seq.num_tokens - 1) // bs
+                    and seq.block_hashes[nxt] in pending):
                 continue
-            num_new = min(seq.num_tokens - nxt * bs, budget)
+            num_new = min(remaining, budget)
             if not self.kv.allocate_slots(seq, num_new, cached):
                 break
             self.waiting.remove(seq)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ from engine.http_errors import ClientDisconnected, install_error_handlers, parse
 from engine.metrics import EngineMetrics
 from engine.openai_adapter import (
     EngineInput,
+    aborted,
     chat_input,
     collect_chat,
     collect_completion,
@@ -152,6 +154,8 @@ async def _start(request: Request, body: SamplingFields, prepared: EngineInput, 
     except BaseException:
         await deltas.aclose()
         raise
+    if first.finish_reason == "abort":  # failed before any output: a plain error response
+        raise aborted(first)
     return _resume(first, deltas)
 
 
@@ -194,9 +198,11 @@ def _sse(chunks: AsyncIterator[BaseModel], request_id: str) -> StreamingResponse
         try:
             async for chunk in chunks:
                 yield f"data: {chunk.model_dump_json()}\n\n"
-            yield "data: [DONE]\n\n"
+        except APIError as exc:  # the engine failed mid-stream: tell the client, then end
+            yield f"data: {json.dumps(exc.body())}\n\n"
         finally:
             await chunks.aclose()
+        yield "data: [DONE]\n\n"
 
     return StreamingResponse(frames(), media_type="text/event-stream",
                              headers={"x-request-id": request_id, "cache-control": "no-cache"})

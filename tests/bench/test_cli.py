@@ -63,7 +63,7 @@ def test_short_real_run_writes_every_output_file(gateway, tmp_path):
         headstart_cmd("bench", "--base-url", gateway.base_url, "--model", MODEL_NAME,
                       "--workload", "faq", "--rate", "2", "--duration", "3", "--warmup-s", "1",
                       "--max-tokens", "4", "--out", str(out), "--no-progress",
-                      "--size", "faq_questions=3"),
+                      "--size", "faq_questions=3", "--size", "reword_prob=0.2", "--drain-s", "30"),
         capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr[-2000:]
     names = sorted(p.name for p in out.iterdir())

@@ -43,5 +43,5 @@ def test_runs_table_rows_in_ms_with_cache_and_goodput():
     run = _run("t", 2, [0.1, 0.3, None])
     assert math.isinf(run.p95_ttft_ms())
     row = runs_table([run]).splitlines()[2]
-    assert row.startswith("| t | chat | 2 | 3 | 1 | 300 | ∞ | ∞ |")
+    assert row.startswith("| t | chat | 2 | 3 | 1 | 0 | 300 | ∞ | ∞ |")
     assert "| 67% | miss:3 | 50% |" in row

@@ -33,11 +33,12 @@ def test_goodput_counts_ttft_within_slo_inclusive():
     assert goodput_share([], slo_ms=700) == 0.0
 
 
-def _record(ttft, e2e, tokens, *, error=None, warmup=False, cache="miss", cached=0):
+def _record(ttft, e2e, tokens, *, error=None, warmup=False, cache="miss", cached=0,
+            unfinished=False):
     return RequestRecord(session_id="s", turn=0, sent_s=0.0, ttft_s=ttft, e2e_s=e2e,
                          itl_s=[0.01] * max(0, tokens - 1), completion_tokens=tokens,
                          prompt_tokens=100, cached_tokens=cached, cache=cache, error=error,
-                         warmup=warmup)
+                         warmup=warmup, unfinished=unfinished)
 
 
 def test_summary_excludes_warmup_and_counts_failures_as_misses():
@@ -48,7 +49,7 @@ def test_summary_excludes_warmup_and_counts_failures_as_misses():
         _record(None, None, 0, error="APIConnectionError: boom"),
     ]
     s = summarize(records, target="t", workload="chat", rate=1.0, duration_s=2.0, slo_ms=700)
-    assert s.requests == 3 and s.errors == 1
+    assert s.requests == 3 and s.errors == 1 and s.unfinished == 0
     assert s.goodput == pytest.approx(2 / 3, abs=1e-4)
     assert s.goodput_rps == pytest.approx(1.0)
     assert s.throughput_rps == pytest.approx(1.0)
@@ -67,3 +68,13 @@ def test_summary_within_slo_when_p95_meets_it():
     s = summarize(records, target="t", workload="faq", rate=2.0, duration_s=10, slo_ms=700)
     assert s.within_slo() and s.goodput == 1.0
     assert s.ttft_ms["p95"] == pytest.approx(280.5)
+
+
+def test_unfinished_requests_keep_their_ttft_but_not_their_end_to_end():
+    records = [_record(0.3, None, 0, unfinished=True), _record(None, None, 0, unfinished=True),
+               _record(0.1, 0.4, 4)]
+    s = summarize(records, target="t", workload="rag", rate=1.0, duration_s=1.0, slo_ms=700)
+    assert s.unfinished == 2 and s.errors == 0
+    assert s.ttfts_ms[:2] == [300.0, math.inf]
+    assert s.goodput == pytest.approx(2 / 3, abs=1e-4)
+    assert s.throughput_rps == 1.0 and s.e2e_ms["p50"] == pytest.approx(400.0)

@@ -16,7 +16,7 @@ def test_highest_rate_all_pass_and_none_pass():
 
 
 def _summary(rate: float, p95: float) -> RunSummary:
-    return RunSummary(target="t", workload="chat", rate=rate, duration_s=1, requests=10,
+    return RunSummary(target="t", workload="chat", rate=rate, duration_s=1, requests=10, unfinished=0,
                       errors=0, ttft_ms={"p50": p95, "p95": p95, "p99": p95}, tpot_ms={},
                       itl_ms={}, e2e_ms={}, throughput_rps=rate, output_tokens_per_s=0,
                       goodput=1.0, goodput_rps=rate, slo_ms=700, cache={}, prompt_tokens=0,

@@ -186,3 +186,17 @@ def test_prefix_caching_off_never_hits() -> None:
     kv.free(a)
     assert kv.find_cached_prefix(make_seq(list(range(10)), "b")) == []
     assert kv.stats().free == 8
+
+
+def test_block_of_an_idle_session_becomes_plain_when_released_again() -> None:
+    clock = FakeClock()
+    kv = KVCacheManager(num_blocks=4, block_size=4, session_idle_s=60, clock=clock)
+    s = make_seq(list(range(4)) + [0], "s", session_id="idle")
+    compute(kv, s)
+    kv.free(s)
+    assert list(kv.session_evictable) == [0]
+    clock.now = 100  # the session went idle
+    plain = make_seq(list(range(4)) + [1], "p")
+    assert admit(kv, plain) == [0]
+    kv.free(plain)
+    assert list(kv.evictable) == [0] and not kv.session_evictable

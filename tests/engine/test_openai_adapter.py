@@ -168,6 +168,15 @@ async def test_collect_chat_turns_an_engine_abort_into_an_error():
     assert info.value.status == 500 and "boom" in info.value.message
 
 
+async def test_streams_raise_when_the_engine_fails_mid_answer():
+    with pytest.raises(APIError) as info:
+        [c async for c in stream_chat(deltas(["a", ""], finish="abort", error="oom"),
+                                      model=MODEL)]
+    assert info.value.status == 500 and info.value.code == "engine_aborted"
+    with pytest.raises(APIError):
+        [c async for c in stream_completion(deltas(["a"], finish="abort"), model=MODEL)]
+
+
 async def test_stream_completion_sends_the_echo_first_and_usage_last():
     chunks = [c async for c in stream_completion(deltas([" there", "!"]), model=MODEL,
                                                  include_usage=True, echo_text="Hi")]

@@ -153,3 +153,11 @@ def test_same_prefix_arriving_together_is_computed_once() -> None:
         twin_tokens.append(got.get("twin", 0))
     assert first.num_cached_tokens == 0
     assert twin.num_cached_tokens == 36 and sum(twin_tokens) == 4
+
+
+def test_twins_that_fit_one_step_go_together() -> None:
+    for caching in (True, False):  # waiting would only delay the second one's first token
+        sched = Scheduler(KVCacheManager(32, 4, enable_prefix_caching=caching), 4, 80)
+        add(sched, "a", 40, max_tokens=1)
+        add(sched, "b", 40, max_tokens=1)
+        assert new_tokens(step(sched)) == {"a": 40, "b": 40}

@@ -1,32 +1,65 @@
-"""engine/server.py: the engine's OpenAI server, started for real (`python -m engine.server`)
-on a free port and driven with the official `openai` SDK (raw httpx where the SDK cannot
-send the bad input)."""
+"""engine/server.py: the engine's OpenAI server, served for real over HTTP on a free port and
+driven with the official `openai` SDK (raw httpx where the SDK cannot send the bad input).
+
+The app runs in uvicorn on a thread of this process around the session's bf16 model, so the
+tests can look at the engine itself; one slow test starts `python -m engine.server` as a
+process of its own.
+"""
 
 from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
 
 import httpx
 import openai
 import pytest
+import uvicorn
 
-from engine.server import engine_config, parse_args
+from engine.async_engine import AsyncEngine
+from engine.config import EngineConfig
+from engine.server import create_engine_app, engine_config, parse_args
 from tests.support.processes import ServerProcess, free_port
 
 MODEL = "smollm2-135m-instruct"
 HI = [{"role": "user", "content": "Say hello."}]
 
 
+class ThreadServer:
+    """uvicorn serving `app` on a free loopback port from a daemon thread."""
+
+    def __init__(self, app) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self) -> ThreadServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
 @pytest.fixture(scope="module")
-def server():
-    port = free_port()
-    proc = ServerProcess([sys.executable, "-m", "engine.server", "--port", str(port),
-                          "--kv-cache-memory-mb", "128", "--log-level", "warning"],
-                         port, timeout_s=600).start()
-    yield proc
-    proc.stop()
+def engine(smollm_bf16) -> AsyncEngine:
+    return AsyncEngine(EngineConfig(kv_cache_memory_mb=128), loaded=tuple(smollm_bf16))
+
+
+@pytest.fixture(scope="module")
+def server(engine):
+    srv = ThreadServer(create_engine_app(engine, owns_engine=True)).start()
+    yield srv
+    srv.stop()
 
 
 @pytest.fixture
@@ -42,14 +75,14 @@ def metric(server, name: str) -> float:
     return float(found.group(1))
 
 
-def wait_idle(server, timeout_s: float = 60) -> None:
+def wait_idle(engine: AsyncEngine, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if (metric(server, "headstart_engine_kv_blocks_used") == 0
-                and metric(server, "headstart_engine_num_requests_running") == 0):
+        stats = engine.stats()
+        if stats.kv_blocks_used == 0 and stats.num_running == 0 and stats.num_waiting == 0:
             return
-        time.sleep(0.2)
-    raise AssertionError("the engine still holds KV blocks")
+        time.sleep(0.1)
+    raise AssertionError(f"the engine still holds KV blocks: {engine.stats()}")
 
 
 # ---------------------------------------------------------------- command line
@@ -139,6 +172,14 @@ def test_cached_tokens_rise_on_the_second_turn(server, client):
     assert metric(server, "headstart_engine_prefix_hit_tokens_total") >= cached2
 
 
+def test_session_ids_from_header_and_body_reach_the_engine(client, engine):
+    client.chat.completions.create(model=MODEL, messages=HI, max_tokens=2,
+                                   extra_headers={"x-session-id": "sess-header"})
+    client.chat.completions.create(model=MODEL, messages=HI, max_tokens=2,
+                                   extra_body={"session_id": "sess-body"})
+    assert {"sess-header", "sess-body"} <= set(engine.engine.kv.session_last_seen)
+
+
 # ---------------------------------------------------------------- bad input
 
 
@@ -197,8 +238,8 @@ def test_the_server_keeps_serving_after_bad_input(client):
 # ---------------------------------------------------------------- disconnects and metrics
 
 
-def test_a_dropped_stream_frees_its_blocks(server):
-    wait_idle(server)
+def test_a_dropped_stream_frees_its_blocks(server, engine):
+    wait_idle(engine)
     body = {"model": MODEL, "messages": HI, "max_tokens": 2000, "ignore_eos": True,
             "stream": True}
     with httpx.stream("POST", server.base_url + "/v1/chat/completions", json=body,
@@ -206,16 +247,16 @@ def test_a_dropped_stream_frees_its_blocks(server):
         lines = r.iter_lines()
         got = [next(lines) for _ in range(6)]
         assert any(line.startswith("data: ") for line in got)
-        assert metric(server, "headstart_engine_kv_blocks_used") > 0
-    wait_idle(server)
+        assert engine.stats().kv_blocks_used > 0 and engine.stats().num_running == 1
+    wait_idle(engine)
 
 
-def test_a_client_gone_before_a_non_streamed_answer_frees_its_blocks(server):
-    wait_idle(server)
+def test_a_client_gone_before_a_non_streamed_answer_frees_its_blocks(server, engine):
+    wait_idle(engine)
     body = {"model": MODEL, "messages": HI, "max_tokens": 2000, "ignore_eos": True}
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=1.5)
-    wait_idle(server)
+    wait_idle(engine)
     aborted = metric(server, 'headstart_engine_requests_total{endpoint="chat",'
                              'finish_reason="abort"}')
     assert aborted >= 2
@@ -228,3 +269,18 @@ def test_metrics_report_latencies_and_cache_use(server, client):
     assert metric(server, "headstart_engine_kv_blocks_total") > 0
     assert metric(server, "headstart_engine_prompt_tokens_total") > 0
     assert metric(server, "headstart_engine_num_requests_waiting") == 0
+
+
+@pytest.mark.slow
+def test_python_m_engine_server_serves_under_the_given_name():
+    port = free_port()
+    proc = ServerProcess([sys.executable, "-m", "engine.server", "--port", str(port),
+                          "--served-model-name", "tiny", "--kv-cache-memory-mb", "64"],
+                         port, timeout_s=600).start()
+    try:
+        c = openai.OpenAI(base_url=proc.base_url + "/v1", api_key="unused", max_retries=0)
+        assert [m.id for m in c.models.list().data] == ["tiny"]
+        r = c.chat.completions.create(model="tiny", messages=HI, max_tokens=2)
+        assert r.model == "tiny" and r.usage.completion_tokens >= 1
+    finally:
+        proc.stop()

@@ -114,6 +114,8 @@ def test_client_disconnect_aborts_remote_upstream(gateway, engine_server):
         for line in r.iter_lines():
             if line.startswith("data: {"):
                 break
+        import sys
+        print([l for l in httpx.get(engine_server.base_url + "/metrics").text.splitlines() if l.startswith("headstart_engine_") and "bucket" not in l], file=sys.stderr)
         assert engine_gauge(engine_server, "num_requests_running") == 1
     assert wait_until(lambda: engine_gauge(engine_server, "num_requests_running") == 0)
     assert engine_gauge(engine_server, "kv_blocks_used") == 0
