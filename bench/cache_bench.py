@@ -4,7 +4,8 @@
 
 Starts Redis, a `headstart engine` and a `headstart serve` subprocess on free loopback
 ports, then measures: miss TTFT with the time the miss spent in cache lookups (from
-`Server-Timing`), exact-hit latency at `--rate` req/s (open loop), semantic-hit latency,
+`Server-Timing`); then, over entries preloaded through the admin API (keyed like the
+requests), exact-hit latency at `--rate` req/s (open loop) and semantic-hit latency;
 and the memory of `--entries` entries (local index + memory store, and Redis), scaled to
 100k. Prints a table and writes `cache_bench.json` to `--out`.
 """
@@ -42,9 +43,11 @@ def stage_ms(header: str, name: str) -> float | None:
     return None
 
 
+PARAMS = {"temperature": 0, "max_tokens": 16}
+
+
 async def ask(client: httpx.AsyncClient, text: str, headers: dict | None = None) -> tuple:
-    body = {"model": "faq", "temperature": 0, "max_tokens": 32,
-            "messages": [{"role": "user", "content": text}]}
+    body = {"model": "faq", **PARAMS, "messages": [{"role": "user", "content": text}]}
     t0 = time.perf_counter()
     r = await client.post("/v1/chat/completions", json=body, headers=headers or {})
     return (time.perf_counter() - t0) * 1000, r
@@ -81,14 +84,18 @@ def new_client(base_url: str) -> httpx.AsyncClient:
 async def http_phase(base_url: str, rate: float, duration: float) -> dict:
     async with new_client(base_url) as client:
         miss_lookup, miss_ttft, miss_total = [], [], []
-        for q in QUESTIONS:  # misses: stored for the hit phases
-            ms, r = await ask(client, q)
+        for q in QUESTIONS[:6]:  # misses, answered by the engine
+            ms, r = await ask(client, f"Briefly: {q}")
             timing = r.headers.get("server-timing", "")
             miss_total.append(ms)
             if (c := stage_ms(timing, "cache")) is not None:
                 miss_lookup.append(c)
             if (u := stage_ms(timing, "upstream")) is not None:
                 miss_ttft.append(u)
+        for q in QUESTIONS:  # hit phases: curated entries keyed like the requests
+            entry = {"route": "faq", "messages": [{"role": "user", "content": q}],
+                     "response": f"Curated answer about {q} " * 8, "params": PARAMS}
+            (await client.post("/admin/cache/entries", json=entry)).raise_for_status()
     await asyncio.sleep(0.5)
     async with new_client(base_url) as client:
         await open_loop(client, QUESTIONS, 50, 1.0)  # warm connections

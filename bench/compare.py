@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 from bench.goals import comparison_rates, evaluate_goals, goals_table
 from bench.loadgen import LoadConfig, rate_runner
 from bench.report import sweeps_table, write_report
+from bench.stats import RunSummary
 from bench.sweep import SweepResult, sweep_rates
 from bench.targets import TARGETS, RunningTarget, start_target, unavailable_reason
 from bench.workloads import WORKLOADS, WorkloadSizes
@@ -45,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
     p.add_argument("--out", default="bench-report/compare")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--reuse", action="append", default=[], metavar="REPORT_JSON",
+                   help="add the sweeps of targets not run now from an earlier report.json")
     return p
 
 
@@ -71,6 +75,15 @@ async def sweep_target(target: RunningTarget, args: argparse.Namespace, workload
     return results
 
 
+def load_sweeps(path: str, skip_targets: set[str]) -> list[SweepResult]:
+    """The sweeps of an earlier `report.json`, except those of `skip_targets`."""
+    doc = json.loads(Path(path).read_text())
+    runs = [RunSummary.from_dict(r) for r in doc["runs"]]
+    return [SweepResult(s["target"], s["workload"], s["slo_ms"],
+                        [r for r in runs if (r.target, r.workload) == (s["target"], s["workload"])])
+            for s in doc["sweeps"] if s["target"] not in skip_targets]
+
+
 def ordered_targets(names: list[str]) -> list[str]:
     """The baseline first, so the others can be measured at its comparison rates."""
     return sorted(names, key=lambda n: n != BASELINE)
@@ -80,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     workloads = [w for w in args.workloads.split(",") if w]
     names = ordered_targets([t for t in args.targets.split(",") if t])
-    sweeps: list[SweepResult] = []
+    sweeps: list[SweepResult] = [s for path in args.reuse for s in load_sweeps(path, set(names))]
     skipped: dict[str, str] = {}
     notes: dict[str, str] = {}
     started = time.time()
@@ -104,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             target.stop()
     goals = evaluate_goals(sweeps, BASELINE)
-    meta = {**vars(args), "targets_run": notes, "skipped_targets": skipped, "wall_s": round(time.time() - started)}
+    meta = {**vars(args), "targets_run": notes, "skipped_targets": skipped,
+            "wall_s": round(time.time() - started)}
     runs = [r for s in sweeps for r in s.runs]
     if not runs:
         print("[bench] no target ran", file=sys.stderr)

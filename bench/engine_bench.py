@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-import gc
 import json
+import os
 import platform
 import random
 import statistics
@@ -155,8 +155,6 @@ class LlamaCppBench:
     name = "llamacpp"
 
     def __init__(self, model_path: str, n_ctx: int = 4096) -> None:
-        import os
-
         from llama_cpp import Llama
 
         threads = max(1, len(os.sched_getaffinity(0)))
@@ -194,24 +192,34 @@ class LlamaCppBench:
 # ---------------------------------------------------------------- the run
 
 
-def measure(bench, sizes: Sizes, seed: int) -> dict[str, float]:
-    """Every figure for one engine (medians over `repeats` fresh prompts)."""
-    bench.ttft(random_prompt(32, seed - 1))  # warm up kernels and allocators
-    bench.decode([random_prompt(8, seed - 2)], 4)
-    out: dict[str, float] = {}
-    for n in sizes.cold:
-        out[f"cold_ttft_{n}_s"] = statistics.median(
-            bench.ttft(random_prompt(n, seed + 100 * r + n)) for r in range(sizes.repeats))
-    out["cached_prefix_ttft_s"] = statistics.median(
-        bench.cached_ttft(random_prompt(sizes.prefix, seed + 7 + r),
-                          random_prompt(sizes.suffix, seed + 11 + r),
-                          random_prompt(sizes.suffix, seed + 13 + r))
-        for r in range(sizes.repeats))
+def measure(benches: dict[str, object], sizes: Sizes, seed: int) -> dict[str, dict[str, float]]:
+    """Every figure for every engine: medians over `repeats` fresh prompts. The engines take
+    turns on the same prompts, so load from other processes drifting during the run weighs
+    on all of them alike."""
+    samples: dict[str, dict[str, list[float]]] = {name: {} for name in benches}
+
+    def record(metric: str, run) -> None:
+        for name, bench in benches.items():
+            value = run(bench)
+            samples[name].setdefault(metric, []).append(value)
+            print(f"[engine_bench] {name:12s} {metric:22s} {value:.4f}", flush=True)
+
+    for bench in benches.values():  # warm up kernels and allocators
+        bench.ttft(random_prompt(32, seed - 1))
+        bench.decode([random_prompt(8, seed - 2)], 4)
+    for r in range(sizes.repeats):
+        for n in sizes.cold:
+            prompt = random_prompt(n, seed + 100 * r + n)
+            record(f"cold_ttft_{n}_s", lambda b, p=prompt: b.ttft(p))
+        parts = [random_prompt(k, seed + 7 * r + i)
+                 for i, k in enumerate((sizes.prefix, sizes.suffix, sizes.suffix))]
+        record("cached_prefix_ttft_s", lambda b, p=parts: b.cached_ttft(*p))
     one = [random_prompt(sizes.decode_prompt, seed + 17)]
     many = [random_prompt(sizes.decode_prompt, seed + 19 + i) for i in range(sizes.batch)]
-    out["decode_b1_tok_s"] = bench.decode(one, sizes.decode_tokens)
-    out[f"decode_b{sizes.batch}_tok_s"] = bench.decode(many, sizes.decode_tokens)
-    return out
+    record("decode_b1_tok_s", lambda b: b.decode(one, sizes.decode_tokens))
+    record(f"decode_b{sizes.batch}_tok_s", lambda b: b.decode(many, sizes.decode_tokens))
+    return {name: {k: statistics.median(v) for k, v in figures.items()}
+            for name, figures in samples.items()}
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -269,34 +277,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--engines", default=",".join(ENGINES))
     p.add_argument("--model", help="GGUF file (default: SmolLM2-135M-Instruct)")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--repeats", type=int, help="trials per TTFT figure (default 3, quick 1)")
+    p.add_argument("--decode-tokens", type=int, help="tokens per decode run (default 128)")
     args = p.parse_args(argv)
     from engine.weights import default_model_path
 
     model = args.model or default_model_path()
     sizes = Sizes.quick() if args.quick else Sizes()
-    results: dict[str, dict[str, float]] = {}
-    configs: dict[str, dict] = {}
+    sizes.repeats = args.repeats or sizes.repeats
+    sizes.decode_tokens = args.decode_tokens or sizes.decode_tokens
     classes = {"headstart": HeadstartBench, "transformers": TransformersBench,
                "llamacpp": LlamaCppBench}
+    benches = {}
     for name in args.engines.split(","):
         try:
-            bench = classes[name](model)
+            benches[name] = classes[name](model)
         except ImportError as exc:
             print(f"[engine_bench] {name}: skipped ({exc})", flush=True)
-            continue
-        t0 = time.perf_counter()
-        results[name] = measure(bench, sizes, args.seed)
-        configs[name] = bench.config
-        print(f"[engine_bench] {name}: {results[name]} ({time.perf_counter() - t0:.0f}s)",
-              flush=True)
-        del bench
-        gc.collect()
+    t0, load_before = time.perf_counter(), os.getloadavg()
+    results = measure(benches, sizes, args.seed)
+    configs = {name: bench.config for name, bench in benches.items()}
+    print(f"[engine_bench] measured in {time.perf_counter() - t0:.0f}s", flush=True)
     table, rows = report(results, sizes)
     print(table)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     payload = {"model": model, "sizes": asdict(sizes), "results": results, "rows": rows,
                "configs": configs, "torch_threads": torch.get_num_threads(),
+               "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
                "machine": platform.platform(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                      time.gmtime())}
     (out / "engine_bench.json").write_text(json.dumps(payload, indent=2, default=str))

@@ -114,6 +114,11 @@ class RunSummary:
     def to_dict(self) -> dict:
         return _json_safe(asdict(self))
 
+    @classmethod
+    def from_dict(cls, data: dict) -> RunSummary:
+        """Read back `to_dict()` output (a report.json run)."""
+        return cls(**_from_json(data))
+
 
 def _json_safe(value):
     """JSON has no infinity: write it as the string "inf"."""
@@ -123,6 +128,16 @@ def _json_safe(value):
         return {k: _json_safe(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_json_safe(v) for v in value]
+    return value
+
+
+def _from_json(value):
+    if value == "inf":
+        return INF
+    if isinstance(value, dict):
+        return {k: _from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_json(v) for v in value]
     return value
 
 

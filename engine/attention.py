@@ -49,7 +49,7 @@ class AttentionPlan:
 
     @classmethod
     def build(cls, meta: AttentionMetadata, block_size: int, device: torch.device) -> AttentionPlan:
-        tables = meta.block_tables.to(device)
+        tables = meta.block_tables.to(device=device, dtype=torch.long)
         starts = meta.query_start_loc
         decode_seqs, prefills = [], []
         for i, ctx in enumerate(meta.context_lens):
@@ -73,7 +73,7 @@ class AttentionPlan:
             decode_slots = _slots(tables[decode_seqs], ctx_lens, ctx_max, block_size)
             decode_mask = (torch.arange(ctx_max, device=device)[None, :] < ctx_lens[:, None])
             decode_mask = decode_mask[:, None, None, :]
-        return cls(meta.slot_mapping.to(device), starts[-1], decode_rows, decode_slots,
+        return cls(meta.slot_mapping.to(device=device, dtype=torch.long), starts[-1], decode_rows, decode_slots,
                    decode_mask, prefills)
 
 

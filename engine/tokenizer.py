@@ -127,7 +127,11 @@ class Tokenizer:
             value = config.get(name)
             return value.get("content") if isinstance(value, dict) else value
 
-        return cls(HFTokenizer.from_file(path), template, bos_token=special("bos_token"),
-                   eos_token=special("eos_token"),
-                   add_bos_token=bool(config.get("add_bos_token", False)),
-                   extra_eos_ids=extra_eos_ids)
+        backend = HFTokenizer.from_file(path)
+        bos = special("bos_token")
+        add_bos = config.get("add_bos_token")
+        if add_bos is None:  # Llama 3 says it through tokenizer.json's post-processor instead
+            bos_id = backend.token_to_id(bos) if bos else None
+            add_bos = bos_id is not None and backend.encode("a").ids[:1] == [bos_id]
+        return cls(backend, template, bos_token=bos, eos_token=special("eos_token"),
+                   add_bos_token=bool(add_bos), extra_eos_ids=extra_eos_ids)

@@ -103,13 +103,19 @@ class Compressor:
         budget = max(1, int(tokens * settings.target_ratio))
         saving_s = (tokens - budget) / rate
         if "select" in settings.methods and tokens > budget:
-            method = "select+embed" if self.embed is not None else "select"
-            if self.costs.estimate(method, tokens) < saving_s:
-                job = select_passages(text, query, budget, self.counter.count_text, self.embed,
+            # embeddings rank better but cost more: fall back to BM25 when they do not pay
+            options = (["select+embed"] if self.embed is not None else []) + ["select"]
+            method = None
+            for option in options:
+                if self.costs.estimate(option, tokens) < saving_s:
+                    method = option
+                    break
+                report.skipped.append(f"{option}:cost>saving")
+            if method is not None:
+                embed = self.embed if method == "select+embed" else None
+                job = select_passages(text, query, budget, self.counter.count_text, embed,
                                       keep_last=is_question_turn)
                 text, tokens = await self._timed(method, tokens, report, job, self.counter)
-            else:
-                report.skipped.append(f"{method}:cost>saving")
         if "prune" in settings.methods and self.scorer is not None and tokens > budget:
             saving_s = tokens * (1 - settings.target_ratio) / rate
             if self.costs.estimate("prune", tokens) < saving_s:

@@ -38,12 +38,12 @@ def gateway(tmp_path_factory):
     config.write_text(yaml.safe_dump(gateway_config(features=True, admin_key=ADMIN_KEY)))
     port = free_port()
     server = ServerProcess(headstart_cmd("serve", "--config", str(config), "--port", str(port)),
-                           port).start()
+                           port, timeout_s=300).start()
     yield server
     server.stop()
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(420)
 def test_short_real_run_writes_every_output_file(gateway, tmp_path):
     """FAQ run over 3 questions whose plain wording is preloaded through the admin API:
     plain repeats are exact hits, rewordings semantic hits or misses (the engine answers)."""

@@ -26,3 +26,27 @@ def test_compare_runs_a_target_and_writes_the_report(tmp_path):
     assert "nope" in doc["meta"]["skipped_targets"]
     assert doc["sweeps"][0]["target"] == "headstart-off"
     assert (out / "ttft_cdf_faq.png").exists() and (out / "p95_ttft_vs_rate_faq.png").exists()
+
+
+def test_reused_sweeps_round_trip_through_report_json(tmp_path):
+    from bench.compare import load_sweeps
+    from bench.report import write_report
+    from bench.stats import RequestRecord, summarize
+    from bench.sweep import SweepResult
+
+    def run(target, rate, ttft):
+        rec = [RequestRecord(session_id="s", turn=0, sent_s=0.0, ttft_s=ttft,
+                             e2e_s=None if ttft is None else ttft + 0.1, completion_tokens=2,
+                             error=None if ttft is not None else "boom")]
+        return summarize(rec, target=target, workload="chat", rate=rate, duration_s=1,
+                         slo_ms=700)
+
+    sweeps = [SweepResult("llama.cpp", "chat", 700, [run("llama.cpp", 1, 0.2),
+                                                     run("llama.cpp", 2, None)]),
+              SweepResult("headstart", "chat", 700, [run("headstart", 1, 0.1)])]
+    paths = write_report(tmp_path, [r for s in sweeps for r in s.runs], slo_ms=700,
+                         sweeps=sweeps)
+    back = load_sweeps(str(paths["json"]), skip_targets={"headstart"})
+    assert [s.target for s in back] == ["llama.cpp"]
+    assert back[0].max_rate == 1 and back[0].points()[1][1] == float("inf")
+    assert back[0].runs[0] == sweeps[0].runs[0]

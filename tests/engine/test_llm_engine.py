@@ -80,7 +80,8 @@ def test_second_turn_reuses_the_first(engine: LLMEngine) -> None:
     second_prompt = chat(tok, "Tell me about the moon.", first.text, "And the sun?")
     second = engine.generate([second_prompt], params)[0]
     first_prompt_len = len(tok.encode(chat(tok, "Tell me about the moon.")))
-    assert second.cached_tokens >= first_prompt_len // 16 * 16
+    # More than the first prompt: blocks filled by the generated answer are reused too.
+    assert second.cached_tokens > first_prompt_len
     assert engine.stats().cached_tokens_total >= second.cached_tokens
 
 

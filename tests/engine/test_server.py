@@ -104,6 +104,8 @@ def test_health_and_models(server, client):
     assert httpx.get(server.base_url + "/health").json() == {"status": "ok"}
     assert [m.id for m in client.models.list().data] == [MODEL]
     assert client.models.retrieve(MODEL).id == MODEL
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4o")
 
 
 def test_chat_completion(client):
@@ -114,6 +116,14 @@ def test_chat_completion(client):
     u = r.usage
     assert u.prompt_tokens > 10 and 1 <= u.completion_tokens <= 8
     assert u.total_tokens == u.prompt_tokens + u.completion_tokens
+
+
+def test_chat_with_tools_is_answered(client):
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "Weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    r = client.chat.completions.create(model=MODEL, messages=HI, tools=tools, max_tokens=2)
+    assert r.usage.prompt_tokens > 0 and r.choices[0].finish_reason in ("stop", "length")
 
 
 def test_chat_stream_with_usage(client):

@@ -115,3 +115,21 @@ def test_folder_tokenizer_equals_gguf_tokenizer(tmp_path, smollm_tokenizer, hf_t
     messages = CONVERSATIONS[2]
     assert tok.apply_chat_template(messages) == smollm_tokenizer.apply_chat_template(messages)
     assert tok.eos_token_ids == smollm_tokenizer.eos_token_ids
+
+
+def test_folder_bos_from_post_processor(tmp_path, smollm_tokenizer):
+    """Llama 3 folders add BOS through tokenizer.json's post-processor, not the config flag."""
+    import json
+
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers.processors import TemplateProcessing
+
+    backend = HFTokenizer.from_str(smollm_tokenizer.backend.to_str())
+    backend.post_processor = TemplateProcessing(single="<|im_start|> $A",
+                                                special_tokens=[("<|im_start|>", 1)])
+    backend.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<|im_start|>"}))
+    tok = Tokenizer.from_folder(str(tmp_path))
+    assert tok.encode("hi", add_special_tokens=True) == [1, *smollm_tokenizer.encode("hi")]
+    assert tok.encode("hi") == smollm_tokenizer.encode("hi")
+    assert smollm_tokenizer.encode("hi", add_special_tokens=True) == smollm_tokenizer.encode("hi")

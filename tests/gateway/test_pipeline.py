@@ -115,7 +115,13 @@ def test_client_disconnect_aborts_remote_upstream(gateway, engine_server):
             if line.startswith("data: {"):
                 break
         import sys
-        print([l for l in httpx.get(engine_server.base_url + "/metrics").text.splitlines() if l.startswith("headstart_engine_") and "bucket" not in l], file=sys.stderr)
+        print("FIRST", line, file=sys.stderr)
+        print("METRICS", [l for l in httpx.get(engine_server.base_url + "/metrics").text.splitlines() if "running" in l or "requests_total" in l], file=sys.stderr)
+        for i, more in enumerate(r.iter_lines()):
+            print("MORE", more[:200], file=sys.stderr)
+            if i > 4:
+                break
+        print("OUT", engine_server.output()[-2000:], file=sys.stderr)
         assert engine_gauge(engine_server, "num_requests_running") == 1
     assert wait_until(lambda: engine_gauge(engine_server, "num_requests_running") == 0)
     assert engine_gauge(engine_server, "kv_blocks_used") == 0

@@ -40,6 +40,19 @@ async def test_fast_upstream_is_not_worth_compressing(engine_counter):
     assert "select:cost>saving" in report.skipped and "select" not in report.applied
 
 
+async def test_slow_embeddings_fall_back_to_lexical_selection(engine_counter):
+    async def embed(texts):  # never called: the cost model says embeddings do not pay
+        raise AssertionError("embeddings should have been skipped")
+
+    case = make_cases(1, paragraphs=40)[0]
+    costs = CostModel(per_ktok={"select+embed": 100.0, "select": 0.01})
+    settings = CompressSettings(min_tokens=500, target_ratio=0.3, prefill_tokens_per_s=500)
+    out, report = await Compressor(engine_counter, embed, costs=costs).compress(
+        chat(case), settings)
+    assert "select+embed:cost>saving" in report.skipped and "select" in report.applied
+    assert case.answer in out[-1]["content"]
+
+
 def test_cost_model_learns():
     costs = CostModel(per_ktok={"select": 1.0}, alpha=0.5)
     costs.update("select", 2000, 0.002)  # observed 0.001 s/ktok
