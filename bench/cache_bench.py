@@ -99,6 +99,8 @@ async def http_phase(base_url: str, rate: float, duration: float) -> dict:
     await asyncio.sleep(0.5)
     async with new_client(base_url) as client:
         await open_loop(client, QUESTIONS, 50, 1.0)  # warm connections
+        serial = [(await ask(client, q))[0] for q in QUESTIONS * 5]  # one in flight
+        sem_serial = [(await ask(client, f"um {q.lower()}"))[0] for q in QUESTIONS]
         exact = await open_loop(client, QUESTIONS, rate, duration)
     async with new_client(base_url) as client:
         variants = [f"um {q.lower().rstrip('?')}" for q in QUESTIONS]
@@ -110,6 +112,8 @@ async def http_phase(base_url: str, rate: float, duration: float) -> dict:
         "miss_cache_lookup_ms_p99": pct(miss_lookup, 99),
         "miss_upstream_ttft_ms_p50": pct(miss_ttft, 50),
         "miss_total_ms_p50": pct(miss_total, 50),
+        "exact_hit_ms_p50_serial": pct(serial, 50), "exact_hit_ms_p99_serial": pct(serial, 99),
+        "semantic_hit_ms_p50_serial": pct(sem_serial, 50),
         "exact_rate_rps": rate, "exact_requests": len(exact),
         "exact_errors": sum(1 for _, status in exact if status == "error"),
         "exact_hit_share": len(exact_ms) / max(1, len(exact)),

@@ -50,8 +50,9 @@ def headers(ctx: RequestContext) -> dict[str, str]:
 
 
 async def fold(chunks: AsyncIterator[Chunk], assembler: Assembler) -> None:
-    async for chunk in chunks:
-        assembler.add(chunk)
+    async with contextlib.aclosing(chunks):  # type: ignore[type-var]
+        async for chunk in chunks:
+            assembler.add(chunk)
 
 
 async def until_disconnected(request: Request, work: Coroutine[Any, Any, None]) -> None:

