@@ -136,7 +136,7 @@ def test_length_errors_and_aborts_are_not_stored(client, gw):
         for _ in resp.iter_lines():
             break  # leave after the first line: the stream is aborted
     assert stats(gw)["routes"]["faq"]["stores"] == before
-    h, _ = chat(client, long_ask, max_tokens=400)
+    h, _ = chat(client, long_ask, max_tokens=400, stop=["."])  # the same request
     assert h["x-cache"] == "miss"
 
 
