@@ -37,11 +37,13 @@ engine: install
 lint: install-test
 	$(BIN)/ruff check .
 
+# One torch thread per process in tests: the suite runs the engine in several processes at
+# once on a small machine, and oversubscribed threads slow every step many times over.
 test: install-test lint
-	$(BIN)/pytest -q $(ARGS)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/pytest -q $(ARGS)
 
 test-slow: install-test
-	$(BIN)/pytest -q -m slow $(ARGS)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/pytest -q -m slow $(ARGS)
 
 bench: install
 	$(BIN)/python -m bench.compare $(ARGS)

@@ -13,14 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from dataclasses import replace
 from typing import Any
 
 from engine.protocol import APIError, ChatCompletionChunk, Completion
 from gateway.assemble import Assembler
 from gateway.cache_stage import CacheStage
-from gateway.context import RequestContext
+from gateway.context import RequestContext, ServerTiming
 from gateway.metrics import GatewayMetrics
 from gateway.replay import replay
 from gateway.transform_stage import TransformStage
@@ -81,10 +83,35 @@ class Pipeline:
         if answer is not None:
             return replay(answer, ctx.body.model)
 
-        def forward(request: Any) -> AsyncIterator[Chunk]:
+        def forward(request: Any, cached: bool = False) -> AsyncIterator[Chunk]:
+            if cached and ctx.route.caching_enabled():
+                return self._through_cache(ctx, request)
             return self.forward(ctx, request)
 
         return self.transforms.run(ctx, forward)
+
+    async def _through_cache(self, ctx: RequestContext, request: Any) -> AsyncIterator[Chunk]:
+        """A sub-request (a decomposed part) looked up and stored like a request of its own,
+        so a part answered before, alone or inside another request, is not asked again."""
+        sub = replace(ctx, request_id=f"{ctx.request_id}.{uuid.uuid4().hex[:6]}", body=request,
+                      timings=ServerTiming(), transforms=[], cache_status="miss",
+                      cache_similarity=None, cache_control=replace(ctx.cache_control))
+        answer = await self.cache.lookup(sub)
+        if answer is not None:
+            ctx.transforms.append(f"part-cache:{sub.cache_status}")
+            async for chunk in replay(answer, request.model):
+                yield chunk
+            return
+        assembler = Assembler(sub.kind, request.model)
+        async for chunk in self.forward(sub, request):
+            assembler.add(chunk)
+            yield chunk
+        answer = assembler.answer()
+        if answer is not None and answer.cacheable() and not sub.cache_control.no_store:
+            try:
+                await self.cache.store(sub, answer)
+            except Exception:  # noqa: BLE001 - a cache failure never fails a request
+                log.exception("cache store failed for %s", sub.request_id)
 
     async def forward(self, ctx: RequestContext, request: Any) -> AsyncIterator[Chunk]:
         """One (sub-)request upstream: the route's upstream, then its fallback if the first

@@ -44,7 +44,9 @@ from prompts.window import ContextOverflow, WindowSettings, plan_window
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig, RouteConfig
 
-Forward = Callable[[Any], AsyncIterator[Any]]
+# forward(request, cached=False): one request upstream; `cached=True` sends a sub-request
+# through the caches too (lookup, then store), as its own request would be.
+Forward = Callable[..., AsyncIterator[Any]]
 log = logging.getLogger("headstart.transforms")
 DEFAULT_PREFILL_TPS = 100.0  # until measured: the bundled engine, 2k-token prompts, 2 busy cores
 DEFAULT_CONTEXT = 8192
@@ -183,7 +185,7 @@ class TransformStage:
         pending: list[str] = []  # failed leading parts, held until any part succeeds
         first_error: BaseException | None = None
         started, failed, current = False, 0, -1
-        async for item in merge_in_order([forward(r) for r in subs]):
+        async for item in merge_in_order([forward(r, cached=True) for r in subs]):
             if item.index != current:
                 current = item.index
                 pending.append(("\n\n" if current else "") + dec.part_heading(plan, current))

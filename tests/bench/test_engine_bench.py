@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from bench.engine_bench import Sizes, decode_rate, main, random_prompt, report
+from bench.engine_bench import Sizes, best, decode_rate, main, random_prompt, report
 
 
 def test_decode_rate_counts_only_tokens_after_every_first_token():
@@ -15,6 +15,12 @@ def test_decode_rate_counts_only_tokens_after_every_first_token():
     rate = decode_rate([[1.0, 3.0, 4.0], [2.0, 3.0]])
     assert rate == pytest.approx(3 / 2.0)
     assert math.isnan(decode_rate([[1.0]]))
+
+
+def test_best_takes_the_fastest_trial_and_skips_missing_ones():
+    assert best("cold_ttft_512_s", [0.5, 0.3, 0.9]) == 0.3
+    assert best("decode_b1_tok_s", [20.0, float("nan"), 30.0]) == 30.0
+    assert math.isnan(best("decode_b8_tok_s", [float("nan")]))
 
 
 def test_random_prompts_are_fresh_per_seed_and_of_the_asked_length():

@@ -43,7 +43,9 @@ def test_two_gateways_share_one_redis(engine_server, redis_server):
         deadline = time.monotonic() + 5
         status = None
         while time.monotonic() < deadline and status != "semantic":
-            status = chat(client_for(b), "what is the chemical symbol for gold")[0]["x-cache"]
+            # no-store: a probe that misses before b's index syncs must not become an entry
+            status = chat(client_for(b), "what is the chemical symbol for gold",
+                          headers={"Cache-Control": "no-store"})[0]["x-cache"]
             time.sleep(0.2)
         assert status == "semantic"
     finally:

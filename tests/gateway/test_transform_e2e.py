@@ -20,6 +20,8 @@ CONFIG = {
          "window": {"max_input_tokens": 60}},
         {"name": "split", "models": ["split"], "upstream": "local",
          "decompose": {"enabled": True}},
+        {"name": "split-cached", "models": ["split-cached"], "upstream": "local",
+         "decompose": {"enabled": True}, "cache": {"exact": {"enabled": True}}},
         {"name": "squeeze", "models": ["squeeze"], "upstream": "local",
          "compress": {"enabled": True, "min_tokens": 300, "target_ratio": 0.3,
                       "embeddings": False, "prefill_tokens_per_s": 100}},
@@ -88,3 +90,22 @@ def test_compression_header(client):
                                     f"{case.question}"}], max_tokens=4, temperature=0)
     assert raw.headers["x-headstart-transforms"].startswith("compress:0.")
     assert raw.parse().usage.prompt_tokens < 0.5 * len(case.context.split()) * 1.3
+
+
+def test_decomposed_parts_go_through_the_cache(client):
+    def ask(content: str):
+        return client.chat.completions.with_raw_response.create(
+            model="split-cached", messages=[{"role": "user", "content": content}],
+            max_tokens=48, temperature=0, stop=["\n", ".", ","])
+
+    first = ask("Answer briefly:\n1. What is 3 + 3?\n2. Name a yellow fruit.")
+    assert first.headers["x-cache"] == "miss"
+    assert "part-cache" not in first.headers["x-headstart-transforms"]
+    # the same parts in another order: the whole request misses, each part is a hit
+    swapped = ask("Answer briefly:\n1. Name a yellow fruit.\n2. What is 3 + 3?")
+    assert swapped.headers["x-cache"] == "miss"
+    tags = swapped.headers["x-headstart-transforms"].split(",")
+    assert tags.count("part-cache:exact") == 2
+    # a part asked on its own is the sub-request the decomposition sent: an exact hit
+    alone = ask("Answer briefly:\nWhat is 3 + 3?")
+    assert alone.headers["x-cache"] == "exact"

@@ -60,7 +60,7 @@ class Upstream:
         self.delays = delays or {}
         self.fail_on = fail_on
 
-    async def __call__(self, request: ChatCompletionRequest):
+    async def __call__(self, request: ChatCompletionRequest, cached: bool = False):
         self.requests.append(request)
         last = request.messages[-1].text()
         t0 = time.perf_counter()
