@@ -26,7 +26,7 @@ import httpx
 import numpy as np
 import yaml
 
-from tests.support.processes import RedisProcess, ServerProcess, free_port, headstart_cmd
+from bench.processes import RedisProcess, ServerProcess, free_port, headstart_cmd
 
 QUESTIONS = [f"What is fact number {i} about the history of {city}?"
              for i, city in enumerate(["Paris", "Rome", "Madrid", "Berlin", "Vienna"] * 8)]

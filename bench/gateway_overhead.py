@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.processes import ServerProcess, free_port, headstart_cmd
+from bench.processes import ServerProcess, free_port, headstart_cmd
 
 MODEL = "smollm2-135m-instruct"
 TARGET_P50_MS, TARGET_P99_MS = 1.0, 5.0

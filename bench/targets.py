@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.processes import ServerProcess, free_port, headstart_cmd
+from bench.processes import ServerProcess, free_port, headstart_cmd
 
 MODEL_NAME = "smollm2-135m-instruct"
 TARGETS = ("headstart", "headstart-off", "llama.cpp", "litellm")

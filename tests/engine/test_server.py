@@ -18,10 +18,10 @@ import openai
 import pytest
 import uvicorn
 
+from bench.processes import ServerProcess, free_port
 from engine.async_engine import AsyncEngine
 from engine.config import EngineConfig
 from engine.server import create_engine_app, engine_config, parse_args
-from tests.support.processes import ServerProcess, free_port
 
 MODEL = "smollm2-135m-instruct"
 HI = [{"role": "user", "content": "Say hello."}]

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import uvicorn
 
+from bench.processes import ServerProcess, free_port, headstart_cmd
 from gateway.app import create_app
 from gateway.config import GatewayConfig
-from tests.support.processes import ServerProcess, free_port, headstart_cmd
 
 
 class GatewayThread:

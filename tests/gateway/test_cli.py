@@ -8,7 +8,7 @@ import subprocess
 import openai
 import pytest
 
-from tests.support.processes import ServerProcess, free_port, headstart_cmd
+from bench.processes import ServerProcess, free_port, headstart_cmd
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""Real server processes for tests: Redis (or Valkey), and any command serving HTTP on a port."""
+"""Real server processes for tests and benchmarks: Redis (or Valkey), and HTTP servers.
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
