@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install install-test serve engine test test-slow lint bench bench-engine clean
+.PHONY: install install-test install-bench serve engine test test-slow lint bench bench-engine clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +28,15 @@ install: $(STAMP)
 
 install-test: $(TEST_STAMP)
 
+# llama.cpp (optional, benchmarks only). A native build may use AMX tile instructions that
+# some VMs advertise but forbid (SIGILL): build for AVX-512 without AMX.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+install-bench: install-test
+	$(BIN)/python -c "import llama_cpp" 2>/dev/null || \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -q 'llama-cpp-python[server]>=0.3'
+
 serve: install
 	$(BIN)/headstart serve $(ARGS)
 
@@ -45,10 +54,10 @@ test: install-test lint
 test-slow: install-test
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/pytest -q -m slow $(ARGS)
 
-bench: install
+bench: install-bench
 	$(BIN)/python -m bench.compare $(ARGS)
 
-bench-engine: install
+bench-engine: install-bench
 	$(BIN)/python -m bench.engine_bench $(ARGS)
 
 clean:

@@ -1,4 +1,4 @@
-"""Real server processes for tests and benchmarks: Redis (or Valkey), and HTTP servers.
+"""Real server processes for tests and benchmarks: Redis (or Valkey), and HTTP servers."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ synonyms and number words (general English, written by hand, not fitted to a dat
 from __future__ import annotations
 
 FILLERS = frozenset(
-    "um uh er erm hmm so hi hello hey please thanks thank thx cheers ok okay well just quick "
-    "question like basically actually oh ah yeah yes hiya right anyway cheers".split()
+    """um uh er erm hmm so hi hello hey please thanks thank thx cheers ok okay well just quick "
+    "question like basically actually oh ah yeah yes hiya right anyway cheers team morning
+    usually generally typically normally available permanently""".split()
 )
 
 FUNCTION_WORDS = frozenset(
@@ -66,7 +67,10 @@ borrow lend entry exit import export push pull give take giving taking
 keep discard save delete saved deleted create delete created deleted
 confirm cancel confirmed cancelled accept decline attend miss allow block
 most least often rarely always never can cannot should shouldnt
-need avoid should avoid good harmful from to into out
+need avoid should avoid good harmful from to into out increase less increase cut
+improve damage improve worsen outstanding inadequate properly fault working broken
+benefits downsides benefits drawbacks advantages disadvantages public hide lawful illegal
+lawfully illegal legal unlawful legally illegally fair unfair more less
 """.split()
 
 SYNONYM_GROUPS = [
@@ -89,6 +93,12 @@ SYNONYM_GROUPS = [
     "dad father", "talk speak", "discount reduction", "customer client", "fix sort",
     "atm cashpoint", "tv television", "pc computer", "email mail", "telly tv",
     "receive get", "register signup", "loo toilet", "bin rubbish", "gp doctor",
+    "request get obtain", "include come", "set create", "quote quotation", "switch change",
+    "wrote author", "dispute challenge", "vaccines jabs", "vaccine jab", "mute silence",
+    "send email", "cancel end stop", "book make", "fee charge", "charged billed",
+    "activated live", "refund money", "repository repo", "connect link", "often schedule",
+    "writer author", "silence mute", "filing submitting", "last final", "shut close",
+    "switch move", "ask request", "price pay", "america usa", "guarantee warranty", "unlock unfreeze",
 ]
 # Phrases that carry no request: dropped before reading a question.
 FILLER_PHRASES = (
@@ -97,7 +107,21 @@ FILLER_PHRASES = (
     r"i was wondering,?", r"can you tell me", r"could you tell me", r"do you know",
     r"(hi|hello|hey) there", r"excuse me", r"sorry to bother you", r"just wondering",
     r"i wanted to ask", r"i'd like to know", r"can i ask", r"much appreciated",
-    r"thanks in advance", r"any idea", r"if possible",
+    r"thanks in advance", r"any idea", r"if possible", r"how do i do that",
+    r"what steps do i take",
+)
+
+# Generic rewordings of the same request, rewritten to one form before reading a question.
+REWRITES = (
+    (r"\bwhat(?: is|'s) the (?:price|cost) (?:of|for)\b", "how much is"),
+    (r"\bwhat time\b", "when"),
+    (r"\b(?:is it possible|am i able) (?:for me )?to\b", "can i"),
+    (r"\bwhat(?: is|'s|are) the (?:best )?(?:way|steps|process) (?:to|for)\b", "how do i"),
+    (r"\bhow can i\b", "how do i"),
+    (r"\bset up\b", "set"),
+    (r"\bsign up\b", "register"),
+    (r"\bi(?:'d| would) like to\b", ""),
+    (r"\bi want to\b", ""),
 )
 
 NUMBER_WORDS = {

@@ -14,7 +14,7 @@ class CacheSettings:
     exact_enabled: bool = False
     exact_ttl_s: float = 3600.0
     semantic_enabled: bool = False
-    threshold: float = 0.90  # cosine a reworded question needs (guard on) or any hit (guard off)
+    threshold: float = 0.78  # cosine a reworded question needs (guard on) or any hit (guard off)
     semantic_ttl_s: float = 86400.0
     max_temperature: float = 0.3
     context: Literal["full", "system", "none"] = "full"

@@ -61,19 +61,24 @@ class RotaryEmbedding:
         self.inv_freq = inv_freq
 
     def cos_sin(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        """cos and sin of shape [T, 1, head_dim], computed once per step for all layers."""
+        """cos and signed sin [T, 1, head_dim], computed once per step for all layers."""
         if self.inv_freq.device != positions.device:
             self.inv_freq = self.inv_freq.to(positions.device)
         angles = positions.float()[:, None] * self.inv_freq[None, :]
-        angles = torch.cat((angles, angles), dim=-1)[:, None, :]
-        return angles.cos().to(dtype), angles.sin().to(dtype)
+        cos, sin = angles.cos(), angles.sin()
+        # rotate-half's minus sign is folded into sin here, once per step, not per layer
+        return (torch.cat((cos, cos), dim=-1)[:, None, :].to(dtype),
+                torch.cat((-sin, sin), dim=-1)[:, None, :].to(dtype))
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """x: [T, heads, head_dim]."""
+    """x: [T, heads, head_dim]; `sin` as `RotaryEmbedding.cos_sin` returns it (sign folded in).
+
+    Same rounding as the Hugging Face `x * cos + rotate_half(x) * sin`, in fewer passes.
+    """
     half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
+    swapped = torch.cat((x[..., half:], x[..., :half]), dim=-1)
+    return (x * cos).add_(swapped.mul_(sin))
 
 
 class Linear(nn.Linear):
@@ -81,12 +86,29 @@ class Linear(nn.Linear):
     when a step has a single row, where reading the weights is the whole cost."""
 
     decode_weight: Any = None
+    packed_weight: Any = None  # PackedBf16, made on the first bf16 CPU call
 
     def forward(self, x: Tensor) -> Tensor:
         if self.decode_weight is not None and x.shape[0] == 1 and x.dtype == torch.bfloat16:
             out = self.decode_weight.matmul(x)
             return out if self.bias is None else out + self.bias
+        if x.dtype == torch.bfloat16 and x.device.type == "cpu":
+            packed = packed_linear_weight(self, self.weight)
+            if packed is not None:
+                return packed.matmul(x, self.bias)
         return F.linear(x, self.weight, self.bias)
+
+
+def packed_linear_weight(owner: Any, weight: Tensor) -> Any:
+    """`owner.packed_weight` (a oneDNN-blocked copy of `weight`), rebuilt if `weight` changed
+    in place; None where the CPU has no oneDNN bf16 linear."""
+    packed = owner.packed_weight
+    if packed is not None and packed.source_version == weight._version:
+        return packed
+    from engine.weights.packed import PackedBf16, bf16_pack_available  # engine.weights imports us
+
+    owner.packed_weight = PackedBf16.from_dense(weight) if bf16_pack_available(weight) else None
+    return owner.packed_weight
 
 
 class SwiGLU(nn.Module):
@@ -100,4 +122,4 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(F.silu(gate).mul_(up))

@@ -14,11 +14,19 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from engine.attention import AttentionMetadata, AttentionPlan, paged_attention
-from engine.layers import Linear, RMSNorm, RotaryEmbedding, SwiGLU, apply_rope, rope_inv_freq
+from engine.layers import (
+    Linear,
+    RMSNorm,
+    RotaryEmbedding,
+    SwiGLU,
+    apply_rope,
+    packed_linear_weight,
+    rope_inv_freq,
+)
 from engine.model_config import ModelConfig
 
 if TYPE_CHECKING:
-    from engine.weights.packed import PackedInt8, Q4Blocks
+    from engine.weights.packed import PackedBf16, PackedInt8, Q4Blocks
 
 
 class LlamaAttention(nn.Module):
@@ -71,6 +79,7 @@ class LlamaModel(nn.Module):
         self.lm_head = None if config.tie_word_embeddings else nn.Linear(
             config.hidden_size, config.vocab_size, bias=False)
         self.lm_head_packed: PackedInt8 | None = None
+        self.packed_weight: PackedBf16 | None = None  # the LM head's, for multi-row steps
         self.rotary = RotaryEmbedding(rope_inv_freq(config.head_dim, config.rope_theta,
                                                     config.rope_scaling))
 
@@ -95,6 +104,10 @@ class LlamaModel(nn.Module):
         """[N, H] -> float32 logits [N, vocab]."""
         if self.lm_head_packed is not None and hidden.shape[0] == 1:
             return self.lm_head_packed.matmul(hidden).float()
+        if hidden.dtype == torch.bfloat16 and hidden.device.type == "cpu":
+            packed = packed_linear_weight(self, self.lm_head_weight)
+            if packed is not None:
+                return packed.matmul(hidden).float()
         return F.linear(hidden, self.lm_head_weight).float()
 
     @property

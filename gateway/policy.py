@@ -23,7 +23,7 @@ class ExactPolicy(_Section):
 
 class SemanticPolicy(_Section):
     enabled: bool = False
-    threshold: float = Field(default=0.90, ge=0.0, le=1.0)
+    threshold: float = Field(default=0.78, ge=0.0, le=1.0)
     ttl_s: float = Field(default=86400, gt=0)
     max_temperature: float = Field(default=0.3, ge=0.0, le=2.0)
     context: Literal["full", "system", "none"] = "full"  # what must match before the last user turn

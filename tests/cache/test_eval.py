@@ -55,3 +55,13 @@ def test_cli_errors(capsys):
 async def test_fow_pairs_held_out():
     report = await evaluate(load_pairs(FOW / "pairs.jsonl", "held_out"), S)
     assert report.false_hit_rate <= 0.03
+
+
+async def test_default_threshold_keeps_conversations_apart_and_own_cases_clean():
+    """The route default (0.78, lower than the cases above) still never crosses conversations."""
+    default = CacheSettings(route="r", semantic_enabled=True)
+    assert default.threshold < S.threshold
+    conv = await evaluate(load_pairs(FOW / "conv-parts") + load_pairs(FOW / "conv-long"), default)
+    assert conv.false_hits == 0, conv.false_hit_ids
+    own = await evaluate(load_pairs(DATA / "extra_pairs.jsonl"), default)
+    assert own.false_hits == 0, own.false_hit_ids

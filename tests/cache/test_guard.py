@@ -57,3 +57,41 @@ def test_reading_a_question():
 def test_never_raises():
     assert guard.check("", "", 1.0).ok in (True, False)
     assert not guard.check(None, "x", 1.0).ok  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("cached", "new", "sim"), [
+    ("Which council tax bands have increased?", "Which council tax bands have decreased?", 0.94),
+    ("How do I move money from my bonds into my bank account?",
+     "I'd like to put some of my bank balance into my bonds, how do I do it?", 0.86),
+    ("Can I claim my pension at 67?", "Can I claim my pension at 60?", 0.90),
+    ("Is the pharmacy open on weekdays?", "Is the pharmacy open on weekends?", 0.96),
+])
+def test_stem_antonyms_roles_and_numbers_still_reject(cached, new, sim):
+    assert not guard.check(cached, new, sim, threshold=0.78).ok
+
+
+@pytest.mark.parametrize(("cached", "new", "sim"), [
+    ("Do you have a table for 2 at 7pm?", "Do you have a table for two at seven?", 0.95),
+    ("What time does the last train leave?", "When does the final train leave?", 0.93),
+    ("How much is a boiler service?", "What's the price of a boiler service?", 0.95),
+    ("How do I register with a GP surgery?", "How do I sign up with a GP surgery?", 0.92),
+])
+def test_generic_rewordings_and_units_pass(cached, new, sim):
+    assert guard.check(cached, new, sim, threshold=0.78).ok
+
+
+def test_a_date_word_on_one_side_only_is_a_content_word_not_a_date_clash():
+    verdict = guard.check("Last train to Bristol?", "Last train to Bristol tonight?", 0.9, 0.78)
+    assert not verdict.ok and verdict.reason == "content"
+    assert guard.check("Open on Monday?", "Open on Friday?", 0.97, 0.78).reason == "dates"
+
+
+def test_a_rewording_with_one_unmatched_word_a_side_gets_a_lower_bar():
+    a, b = "Can I pay with Klarna?", "Is Klarna accepted when I pay?"
+    relief = guard.config.one_word_relief
+    assert relief > 0
+    assert guard.check(a, b, 0.78 - relief / 2, threshold=0.78).ok
+    assert not guard.check(a, b, 0.78 - relief * 2, threshold=0.78).ok
+    # a one-word swap in a short question is not a rewording, at any similarity
+    assert not guard.check("Explain recursion for a child", "Explain recursion for an expert",
+                           0.95, threshold=0.78).ok
