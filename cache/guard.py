@@ -8,9 +8,13 @@ which preposition governs which word ("from savings to current"). Then either
   (a) every content word of each side is matched in the other (same stem, word family,
       synonym, or a typo): the same question with fillers, typos or function words changed,
       served at a low similarity floor; or
-  (b) the two are worded differently throughout (token overlap under `reword_overlap`) and
-      the similarity reaches the route's threshold: a reworded paraphrase.
-A minimal edit that swaps a content word ("adults" -> "children", "economy" -> "business")
+  (b) the two are worded differently throughout (token overlap under `reword_overlap`, and
+      not a single short span swapped) and the similarity reaches the route's threshold,
+      lowered by `few_unmatched_relief` when at most `few_unmatched` content words a side
+      are left unmatched: a reworded paraphrase.
+Questions are normalised first (politeness, filler phrases, generic rewordings such as
+"what's the price of" -> "how much is"); units on one side only ("7pm"/"seven") and a date
+word on one side only are not clashes. A minimal edit that swaps a content word ("adults" -> "children", "economy" -> "business")
 passes neither. The guard never raises; anything it cannot read is a rejection.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from functools import lru_cache
 
 from cache.lexicon import (
     CONTRACTIONS,
@@ -59,7 +64,8 @@ class GuardConfig:
     max_unmatched: int = 0  # content words of one side with no match in the other
     lexical_floor: float = 0.35  # similarity enough when the words match (typos, fillers)
     reword_overlap: float = 0.65  # token-sequence overlap under which a pair counts as reworded
-    one_word_relief: float = 0.08  # bar drop for a rewording with one unmatched word a side
+    few_unmatched: int = 2  # a rewording with at most this many unmatched words a side ...
+    few_unmatched_relief: float = 0.10  # ... needs this much less similarity (train split)
     fuzzy: bool = True  # tolerate typos (one edit in words of 5+ letters, two in 8+)
 
 
@@ -86,6 +92,7 @@ def normalize(text: str) -> str:
     return t
 
 
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A crude suffix stripper: enough to match 'cancelled'/'cancel', 'accounts'/'account'."""
     for suffix in ("ations", "ation", "ings", "ing", "edly", "ied", "ies", "ed", "es", "s",
@@ -98,6 +105,7 @@ def stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=4096)
 def read(text: str) -> Question:
     norm = normalize(text)
     tokens = [t for t in _TOKEN.findall(norm)]
@@ -152,6 +160,7 @@ def _entities(text: str) -> set[str]:
     return out
 
 
+@lru_cache(maxsize=65536)
 def _typo(a: str, b: str, max_edits: int = 2) -> bool:
     """A slip of the keyboard: one edit in words of 5+ letters, two in words of 8+."""
     if a == b or max(len(a), len(b)) < 5 or min(len(a), len(b)) < 4:
@@ -185,15 +194,17 @@ def _stem_antonyms() -> dict[str, set[str]]:
     return out
 
 
+STEM_ANTONYMS.update(_stem_antonyms())
+
+
+@lru_cache(maxsize=65536)
 def _opposite(a: str, b: str) -> bool:
-    if not STEM_ANTONYMS:
-        STEM_ANTONYMS.update(_stem_antonyms())
     if b in ANTONYMS.get(a, ()) or stem(b) in STEM_ANTONYMS.get(stem(a), ()):
         return True
     for x, y in ((a, b), (b, a)):
-        for p in NEGATING_PREFIXES:
-            if len(y) >= 4 and (x == p + y or x == p + "-" + y):
-                return True
+        if len(y) >= 4 and len(x) > len(y) and x.endswith(y) \
+                and x[: len(x) - len(y)].rstrip("-") in NEGATING_PREFIXES:
+            return True
     if a.startswith("in") and b.startswith("ex") and a[2:] == b[2:]:
         return True
     return b.startswith("in") and a.startswith("ex") and a[2:] == b[2:]
@@ -308,8 +319,9 @@ class Guard:
                 return Verdict(True, "ok", {"unmatched": unmatched})
             return Verdict(False, "similarity")
         matcher = SequenceMatcher(None, a.tokens, b.tokens, autojunk=False)
-        if len(set(missing_a)) <= 1 and len(set(missing_b)) <= 1:
-            bar -= self.config.one_word_relief  # one unmatched word a side: a likely synonym
+        few = self.config.few_unmatched
+        if len(set(missing_a)) <= few and len(set(missing_b)) <= few:
+            bar -= self.config.few_unmatched_relief  # most words line up: likely synonyms
         if matcher.ratio() < self.config.reword_overlap and similarity >= bar \
                 and not _one_swap(matcher):
             return Verdict(True, "reworded", {"unmatched": unmatched})

@@ -44,7 +44,7 @@ def test_reworded_questions_need_the_threshold():
     a = "How do I reset my password?"
     b = "I forgot my password, what do I do?"
     assert guard.check(a, b, 0.90, threshold=0.85).reason == "reworded"
-    assert not guard.check(a, b, 0.80, threshold=0.85).ok
+    assert not guard.check(a, b, 0.70, threshold=0.85).ok
 
 
 def test_reading_a_question():
@@ -86,9 +86,9 @@ def test_a_date_word_on_one_side_only_is_a_content_word_not_a_date_clash():
     assert guard.check("Open on Monday?", "Open on Friday?", 0.97, 0.78).reason == "dates"
 
 
-def test_a_rewording_with_one_unmatched_word_a_side_gets_a_lower_bar():
+def test_a_rewording_with_few_unmatched_words_gets_a_lower_bar():
     a, b = "Can I pay with Klarna?", "Is Klarna accepted when I pay?"
-    relief = guard.config.one_word_relief
+    relief = guard.config.few_unmatched_relief
     assert relief > 0
     assert guard.check(a, b, 0.78 - relief / 2, threshold=0.78).ok
     assert not guard.check(a, b, 0.78 - relief * 2, threshold=0.78).ok
