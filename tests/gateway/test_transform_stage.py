@@ -240,7 +240,7 @@ async def test_map_reduce_for_a_document_over_the_context(engine_like):
 @pytest.mark.slow
 async def test_engine_model_scorer_scores_and_prunes():
     """The bundled model as the pruning scorer (loads its own copy: slow)."""
-    from gateway.transform_stage import EngineModelScorer
+    from engine.token_scorer import EngineModelScorer
     from prompts.prune import prune_text
 
     scorer = EngineModelScorer()
