@@ -83,7 +83,8 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 class Linear(nn.Linear):
     """nn.Linear that may also hold a packed low-bit copy (engine/weights/packed.py) used
-    when a step has a single row, where reading the weights is the whole cost."""
+    when a step has a single row, where reading the weights is the whole cost; bf16 CPU steps
+    with more rows use a oneDNN-prepacked copy (same results, no per-call weight reorder)."""
 
     decode_weight: Any = None
     packed_weight: Any = None  # PackedBf16, made on the first bf16 CPU call
@@ -103,7 +104,7 @@ def packed_linear_weight(owner: Any, weight: Tensor) -> Any:
     """`owner.packed_weight` (a oneDNN-blocked copy of `weight`), rebuilt if `weight` changed
     in place; None where the CPU has no oneDNN bf16 linear."""
     packed = owner.packed_weight
-    if packed is not None and packed.source_version == weight._version:
+    if packed is not None and packed.source_key == (weight.data_ptr(), weight._version):
         return packed
     from engine.weights.packed import PackedBf16, bf16_pack_available  # engine.weights imports us
 

@@ -103,17 +103,17 @@ class PackedBf16:
     """A bf16 weight reordered once into oneDNN's blocked layout; `matmul(x)` = x @ W.T (+ b).
 
     Plain `F.linear` reorders the weight on every call; this skips that (bit-identical
-    results, faster at every batch size on AMX/AVX-512 CPUs). `source` is the dense weight
-    it was made from, so a later in-place load can be detected.
+    results; measured 10-35% faster from 8 to 512 rows on an AMX CPU, level at 2048). The
+    source's storage and version counter are kept so that reloading it is noticed.
     """
 
     weight: Tensor
-    source_version: int
+    source_key: tuple[int, int]
 
     @classmethod
     def from_dense(cls, w: Tensor) -> PackedBf16:
         return cls(torch.ops.mkldnn._reorder_linear_weight(w.detach(), PACK_BATCH_HINT),
-                   w._version)
+                   source_key(w))
 
     def matmul(self, x: Tensor, bias: Tensor | None = None) -> Tensor:
         return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.weight, bias, "none",
@@ -123,6 +123,11 @@ class PackedBf16:
 # oneDNN picks its blocking from a batch-size hint; 512 (the default token budget) was
 # bit-identical to F.linear and fastest from 1 to 2048 rows (a hint of 1 is not identical).
 PACK_BATCH_HINT = 512
+
+
+def source_key(w: Tensor) -> tuple[int, int]:
+    """Changes when `w` is written in place or replaced by another tensor."""
+    return w.data_ptr(), w._version
 
 
 def bf16_pack_available(w: Tensor) -> bool:

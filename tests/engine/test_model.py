@@ -111,3 +111,52 @@ def test_bf16_packed_decode_matches_dense(smollm_bf16, smollm_fp32):
     ref_logits, low_logits = ref.step({0: ids[-1:]})[0], low.step({0: ids[-1:]})[0]
     assert ref_logits.argmax() == low_logits.argmax()
     assert (ref_logits - low_logits).abs().max() < 0.15 * ref_logits.abs().max()
+
+
+def test_bf16_multi_row_linears_use_prepacked_weights_bit_identically(smollm_bf16):
+    """Multi-row bf16 steps run on oneDNN-prepacked weights; results must not move at all."""
+    from engine.weights.packed import bf16_pack_available
+
+    model = smollm_bf16.model
+    if not bf16_pack_available(model.lm_head_weight):
+        pytest.skip("no oneDNN bf16 linear on this build")
+    mlp = model.layers[3].mlp
+    for rows in (2, 40):
+        x = torch.randn(rows, model.config.hidden_size, dtype=torch.bfloat16)
+        with torch.inference_mode():
+            out = mlp.gate_up_proj(x)
+            logits = model.compute_logits(x)
+        assert mlp.gate_up_proj.packed_weight is not None
+        assert torch.equal(out, torch.nn.functional.linear(x, mlp.gate_up_proj.weight))
+        assert torch.equal(logits, torch.nn.functional.linear(x, model.lm_head_weight).float())
+
+
+def test_prepacked_weight_follows_an_in_place_reload():
+    from engine.layers import Linear
+    from engine.weights.packed import bf16_pack_available
+
+    layer = Linear(32, 16, bias=True).to(torch.bfloat16)
+    if not bf16_pack_available(layer.weight):
+        pytest.skip("no oneDNN bf16 linear on this build")
+    x = torch.randn(4, 32, dtype=torch.bfloat16)
+    with torch.inference_mode():
+        layer(x)
+    with torch.no_grad():
+        layer.weight.copy_(torch.randn(16, 32))
+    with torch.inference_mode():
+        out = layer(x)
+    assert torch.equal(out, torch.nn.functional.linear(x, layer.weight, layer.bias))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_matches_rotate_half_reference_exactly(dtype):
+    from engine.layers import RotaryEmbedding, apply_rope, rope_inv_freq
+
+    positions = torch.tensor([0, 5, 17, 4000])
+    x = torch.randn(4, 3, 64).to(dtype)
+    cos, sin = RotaryEmbedding(rope_inv_freq(64, 100000.0)).cos_sin(positions, dtype)
+    angles = positions.float()[:, None] * rope_inv_freq(64, 100000.0)[None, :]
+    angles = torch.cat((angles, angles), dim=-1)[:, None, :]
+    ref_cos, ref_sin = angles.cos().to(dtype), angles.sin().to(dtype)
+    rotated = torch.cat((-x[..., 32:], x[..., :32]), dim=-1)
+    assert torch.equal(apply_rope(x, cos, sin), x * ref_cos + rotated * ref_sin)
