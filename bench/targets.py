@@ -135,10 +135,12 @@ def start_target(name: str, threads: int = 2) -> RunningTarget:
         args = [llamacpp_python()[0], "-m", "llama_cpp.server", "--model", gguf_path(),
                 "--model_alias", MODEL_NAME, "--n_ctx", "8192", "--n_batch", "512",
                 "--n_threads", str(threads), "--n_threads_batch", str(threads),
-                "--cache", "True", "--verbose", "False", "--host", "127.0.0.1", "--port", str(port)]
+                "--cache", "True", "--interrupt_requests", "False", "--verbose", "False",
+                "--host", "127.0.0.1", "--port", str(port)]
         proc = ServerProcess(args, port, health_path="/v1/models").start()
         return RunningTarget(name, f"{proc.base_url}/v1", MODEL_NAME, [proc],
-                             notes="llama-cpp-python server: one request at a time, RAM prompt cache")
+                             notes="llama-cpp-python server: one request at a time (queued, "
+                                   "not interrupted), RAM prompt cache")
     engine_port = free_port()
     engine = ServerProcess(headstart_cmd("engine", "--port", str(engine_port),
                                          "--served-model-name", MODEL_NAME), engine_port).start()

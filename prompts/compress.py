@@ -6,11 +6,18 @@ rate (tokens/s, measured by the caller). Method costs are learnt as they run (se
 1,000 input tokens, moving average, seeded with measurements from this machine). Only long
 messages are touched (system prompt, user turns, tool results); the question used for
 query-aware selection is the last user turn.
+
+A long text seen before is kept verbatim: the upstream's prefix cache most likely still
+holds its KV, so its prefill is nearly free, while a (query-dependent) compressed copy would
+be a cold prefill every time. `SeenTexts` remembers what was sent; a question turn is keyed
+by its text before the question, so the same document asked about again counts as a repeat.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from prompts.interfaces import EmbedFn, Message, TokenCounter, TokenScorer, message_text
@@ -44,6 +51,27 @@ class CostModel:
 
 
 @dataclass
+class SeenTexts:
+    """An LRU set of long texts already sent upstream (their digests)."""
+
+    capacity: int = 4096
+    _digests: OrderedDict[bytes, None] = field(default_factory=OrderedDict)
+
+    def check_and_add(self, text: str) -> bool:
+        """Whether `text` was seen before; remembers it either way."""
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        seen = key in self._digests
+        self._digests[key] = None
+        self._digests.move_to_end(key)
+        while len(self._digests) > self.capacity:
+            self._digests.popitem(last=False)
+        return seen
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+
+@dataclass
 class CompressSettings:
     min_tokens: int = 1500
     target_ratio: float = 0.5
@@ -68,9 +96,11 @@ class Compressor:
     """Compresses the long messages of a chat; LMs and embeddings come in as parameters."""
 
     def __init__(self, counter: TokenCounter, embed: EmbedFn | None = None,
-                 scorer: TokenScorer | None = None, costs: CostModel | None = None) -> None:
+                 scorer: TokenScorer | None = None, costs: CostModel | None = None,
+                 seen: SeenTexts | None = None) -> None:
         self.counter, self.embed, self.scorer = counter, embed, scorer
         self.costs = costs or CostModel()
+        self.seen = seen
 
     async def compress(self, messages: list[Message],
                        settings: CompressSettings) -> tuple[list[Message], CompressReport]:
@@ -87,12 +117,22 @@ class Compressor:
         for i, m in enumerate(messages):
             if sizes[i] < MIN_MESSAGE_TOKENS or m.get("role") == "assistant":
                 continue
+            if self._repeated(message_text(m), i == last_user):
+                report.skipped.append(f"message {i}:repeat")
+                continue
             text = await self._compress_text(message_text(m), sizes[i], query, i == last_user,
                                              settings, report)
             out[i] = {**m, "content": text}
         report.tokens_out = sum(self.counter.count_text(message_text(m)) for m in out)
         report.seconds = time.perf_counter() - t0
         return out, report
+
+    def _repeated(self, text: str, is_question_turn: bool) -> bool:
+        """Seen before (a question turn: the part before its question)? Remembers it."""
+        if self.seen is None:
+            return False
+        stable = text.strip().rpartition("\n\n")[0] if is_question_turn else text
+        return self.seen.check_and_add(stable or text)
 
     async def _compress_text(self, text: str, tokens: int, query: str, is_question_turn: bool,
                              settings: CompressSettings, report: CompressReport) -> str:

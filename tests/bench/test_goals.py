@@ -1,5 +1,7 @@
 """The goals against the baseline: p95 ratio at its best rate, and the rate ratio."""
 
+import math
+
 import pytest
 
 from bench.goals import comparison_rates, evaluate_goals, goals_table
@@ -33,7 +35,7 @@ def test_goals_met_and_missed():
     s = rows["litellm"]
     assert s.p95_goal_met is False and s.rate_goal_met is False
     table = goals_table(list(rows.values()))
-    assert "| chat | headstart | 1 | 600 | 150 | 0.25 met | 4 | 4.00 met |" in table
+    assert "| chat | headstart | 1 | 1 | 600 | 150 | 0.25 met | 4 | 4.00 met |" in table
 
 
 def test_goals_mark_a_target_that_never_failed_as_a_lower_bound():
@@ -44,9 +46,23 @@ def test_goals_mark_a_target_that_never_failed_as_a_lower_bound():
     assert "≥2.00" in goals_table([row])
 
 
-def test_goals_without_a_passing_baseline_are_not_applicable():
-    base = _sweep("llama.cpp", [(0.25, 5000.0)])
-    fast = _sweep("headstart", [(0.25, 100.0)])
+def test_a_baseline_that_never_met_the_slo_is_compared_at_its_lowest_rate():
+    """llama.cpp failed at 0.25 and 0.5/s: compare there; its true rate is below 0.25/s, so
+    headstart's 1/s is more than 4x it (a strict lower bound)."""
+    base = _sweep("llama.cpp", [(0.5, 9000.0), (0.25, 5000.0)])
+    fast = _sweep("headstart", [(0.25, 100.0), (0.5, 150.0), (1.0, 300.0), (2.0, 900.0)])
+    assert comparison_rates([base, fast], "llama.cpp") == {"chat": 0.25}
     row = evaluate_goals([base, fast], "llama.cpp")[0]
-    assert row.baseline_rate is None and row.p95_goal_met is None and row.rate_goal_met is None
+    assert row.baseline_rate is None and row.compared_at == 0.25 and row.baseline_never_met_slo
+    assert row.p95_ratio == pytest.approx(0.02) and row.p95_goal_met
+    assert row.rate_ratio == pytest.approx(4.0) and row.rate_goal_met
+    assert "| chat | headstart | none | 0.25 | 5000 | 100 | 0.02 met | 1 | >4.00 met |" in (
+        goals_table([row]))
+
+
+def test_nothing_to_compare_when_neither_ever_answered():
+    base = _sweep("llama.cpp", [(0.25, math.inf)])
+    dead = _sweep("headstart", [(0.25, math.inf)])
+    row = evaluate_goals([base, dead], "llama.cpp")[0]
+    assert row.p95_ratio is None and row.p95_goal_met is None and row.rate_goal_met is None
     assert row.to_dict()["p95_goal_met"] is None

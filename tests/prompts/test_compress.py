@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prompts.compress import Compressor, CompressSettings, CostModel
+from prompts.compress import Compressor, CompressSettings, CostModel, SeenTexts
 from prompts.quality import make_cases
 
 
@@ -58,3 +58,29 @@ def test_cost_model_learns():
     costs.update("select", 2000, 0.002)  # observed 0.001 s/ktok
     assert abs(costs.per_ktok["select"] - 0.5005) < 1e-9
     assert costs.estimate("select", 1000) == costs.per_ktok["select"]
+
+
+async def test_a_repeated_document_is_kept_verbatim_for_the_prefix_cache(engine_counter):
+    """First sight: selected down. Asked again (another question): sent whole, so the
+    upstream's cached KV of the document is reused instead of a new cold prefill."""
+    first, second = make_cases(2, paragraphs=40)
+    seen = SeenTexts()
+    settings = CompressSettings(min_tokens=500, target_ratio=0.3, prefill_tokens_per_s=500)
+    compressor = Compressor(engine_counter, seen=seen)
+    _, report = await compressor.compress(chat(first), settings)
+    assert "select" in report.applied and len(seen) == 1
+    again = chat(first)
+    again[-1] = {**again[-1], "content": f"{first.context}\n\nAnd what else does it say?"}
+    out, report = await compressor.compress(again, settings)
+    assert out[-1]["content"] == again[-1]["content"] and not report.applied
+    assert "message 1:repeat" in report.skipped
+    _, report = await compressor.compress(chat(second), settings)  # another document
+    assert "select" in report.applied and len(seen) == 2
+
+
+def test_seen_texts_forgets_the_least_recent():
+    seen = SeenTexts(capacity=2)
+    assert not seen.check_and_add("a") and not seen.check_and_add("b")
+    assert seen.check_and_add("a")  # "a" is now the most recent
+    seen.check_and_add("c")  # evicts "b"
+    assert len(seen) == 2 and seen.check_and_add("a") and not seen.check_and_add("b")
