@@ -16,7 +16,7 @@ FUNCTION_WORDS = frozenset(
     when why who whom whose whats hows wheres whens whos any some anything something one
     get got getting go going way ways possible able allowed let lets want wanted wish know tell
     please also still really exactly currently ever best there s t d ll ve re m o much many
-    way steps step""".split()
+    way steps step someone somebody something thing things process procedure""".split()
 )
 
 NEGATORS = frozenset(
@@ -70,6 +70,11 @@ need avoid should avoid good harmful from to into out increase less increase cut
 improve damage improve worsen outstanding inadequate properly fault working broken
 benefits downsides benefits drawbacks advantages disadvantages public hide lawful illegal
 lawfully illegal legal unlawful legally illegally fair unfair more less
+fulltime parttime men women man woman male female boys girls boy girl
+tenant landlord tenants landlords buyer seller buyers sellers employer employee
+employers employees lender borrower host guest sender recipient teacher student
+cover exclude covers excludes covered excluded adults children adult child adults kids
+adult kid
 """.split()
 
 SYNONYM_GROUPS = [
@@ -96,6 +101,16 @@ SYNONYM_GROUPS = [
     "charged billed", "refund money", "repository repo", "connect link", "often schedule",
     "filing submitting", "last final", "shut close", "switch move", "ask request", "price pay",
     "america usa", "guarantee warranty", "unlock unfreeze",
+    "lose lost misplace misplaced", "broken faulty damaged defective", "item product goods",
+    "refund reimbursement", "problem issue trouble", "error problem issue", "wrong incorrect",
+    "luggage baggage", "medicine medication", "tablet pill", "tablets pills",
+    "booking reservation", "online internet web", "password passcode", "delete remove erase",
+    "query question enquiry inquiry", "complaint grievance", "entitled eligible qualify",
+    "postpone defer reschedule", "lift elevator", "queue line", "takeaway takeout",
+    "car motor vehicle", "staff employees workers", "salary wage wages earnings",
+    "soon quickly", "big large", "bigger larger", "biggest largest", "small little",
+    "begin start", "finish complete", "setup configure install", "login signin",
+    "logout signout", "bill invoice", "flight plane", "fridge refrigerator",
 ]
 # Phrases that carry no request: dropped before reading a question.
 FILLER_PHRASES = (
@@ -113,11 +128,31 @@ REWRITES = (
     (r"\bwhat(?: is|'s) the (?:price|cost) (?:of|for)\b", "how much is"),
     (r"\bwhat time\b", "when"),
     (r"\b(?:is it possible|am i able) (?:for me )?to\b", "can i"),
-    (r"\bwhat(?: is|'s|are) the (?:best )?(?:way|steps|process) (?:to|for)\b", "how do i"),
+    (r"\bwhat(?: is|'s|are) the (?:best )?(?:way|steps|process|procedure) (?:to|for)\b",
+     "how do i"),
     (r"\bhow can i\b", "how do i"),
     (r"\bsign up\b", "register"),
     (r"\bi(?:'d| would) like to\b", ""),
     (r"\bi want to\b", ""),
+    (r"\bis there (?:a|any) way (?:for me )?to\b", "can i"),
+    (r"\bam i allowed to\b", "can i"),
+    (r"\bhow much does (.+?) cost\b", r"how much is \1"),
+    (r"\bwhat does (.+?) cost\b", r"how much is \1"),
+    (r"\bwhen (?:are|is|do|does) (you|it|they|we) open\b", r"what are \1 opening hours"),
+    (r"\b(?:turn|switch) on\b", "enable"),
+    (r"\b(?:turn|switch) off\b", "disable"),
+    (r"\bsend (\w+ )?back\b", r"return \1"),
+    (r"\b(?:get|have) (?:my |the |your )?money back\b", "get refund"),
+    (r"\b(?:sign|log) ?(?:in|on)(?:to)?\b", "login"),
+    (r"\b(?:sign|log) ?out\b", "logout"),
+    (r"\bset ?up\b", "setup"),
+    (r"\bfind out\b", "check"),
+    (r"\bget in touch(?: with)?\b", "contact"),
+    (r"\b(?:yearly|annually|(?:per|a|each|every) year)\b", "annual"),
+    (r"\b(?:per|a|each|every) month\b", "monthly"),
+    (r"\b(?:per|a|each|every) week\b", "weekly"),
+    (r"\b(?:per|a|each|every) day\b", "daily"),
+    (r"\bthis evening\b", "tonight"),
 )
 
 NUMBER_WORDS = {
@@ -138,6 +173,14 @@ DATE_WORDS = frozenset(
     december week weeks month months year years day days hour hours minute minutes
     weekly monthly yearly annual annually daily hourly""".split()
 )
+
+
+# Other names of a named entity (lower-cased); an entity on one side and its alias on the
+# other is not an entity clash.
+ENTITY_ALIASES = {
+    "us": {"usa", "america", "states"}, "usa": {"us", "america"}, "america": {"us", "usa"},
+    "uk": {"britain", "kingdom"}, "britain": {"uk"}, "nhs": {"health"},
+}
 
 
 def antonym_map() -> dict[str, set[str]]:

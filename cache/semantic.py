@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cache.guard import Guard
+from cache.guard import Guard, Verdict, swapped_words, synonym_pairs
 from cache.index import IndexedEntry, VectorIndex
 from cache.keys import CacheRequest, partition_key, query_text
 from cache.settings import CacheSettings
@@ -76,7 +76,7 @@ class SemanticCache:
             own = cand.entry.threshold if settings.adaptive else None
             bar = max(settings.threshold, own or 0.0)
             if settings.guard:
-                ok = self.guard.check(cand.entry.question, text, cand.similarity, bar).ok
+                ok = (await self.verify(cand.entry.question, text, cand.similarity, bar)).ok
             else:
                 ok = cand.similarity >= bar
             if not ok:
@@ -92,6 +92,19 @@ class SemanticCache:
             result.entry, result.similarity = entry, cand.similarity
             return result
         return result
+
+    async def verify(self, cached: str, new: str, similarity: float, bar: float) -> Verdict:
+        """The guard's verdict; when the two differ by a word or two swapped for others, the
+        words' own embeddings decide which are synonyms (one small extra embedding call)."""
+        verdict = self.guard.check(cached, new, similarity, bar)
+        if (swap := swapped_words(verdict)) is not None:
+            a, b = swap
+            vecs = await self.embedder.embed(a + b)
+            same = synonym_pairs(a, b, vecs[:len(a)] @ vecs[len(a):].T,
+                                 self.guard.config.synonym_cosine)
+            if same:
+                verdict = self.guard.check(cached, new, similarity, bar, same=same)
+        return verdict
 
     def attach(self, entry: CacheEntry, req: CacheRequest, settings: CacheSettings,
                vector: np.ndarray, ttl_s: float | None = None) -> None:

@@ -49,3 +49,14 @@ def test_count_tokens():
     emb = Embedder.shared()
     assert emb.count_tokens(["hello world"]) == 4  # [CLS] hello world [SEP]
     assert emb.count_tokens(["a", "b"]) == 6
+
+
+def test_vectors_match_the_sentence_transformers_pipeline_and_repeats_are_remembered():
+    emb = Embedder(cache_size=2)
+    texts = ["How do I reset my password?", "word " * 300, "a"]
+    ours = emb.embed_sync(texts)
+    reference = emb.model.encode(texts, convert_to_numpy=True, normalize_embeddings=True)
+    assert np.abs(ours - reference).max() < 1e-5  # same vectors, long text truncated alike
+    assert list(emb._recent) == texts[1:]  # an LRU of the last two
+    again = emb.embed_sync(["a", "a"])
+    assert np.array_equal(again[0], ours[2]) and np.array_equal(again[1], ours[2])

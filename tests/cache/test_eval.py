@@ -30,6 +30,12 @@ async def test_own_cases_no_false_hits_and_most_true_hits():
     assert report.true_hit_rate >= 0.8
 
 
+async def test_second_set_of_own_cases_typos_synonyms_and_siblings():
+    report = await evaluate(load_pairs(DATA / "extra_pairs_2.jsonl"), S)
+    assert report.false_hits == 0, report.false_hit_ids
+    assert report.true_hit_rate >= 0.8
+
+
 async def test_no_hits_across_different_conversations():
     pairs = load_pairs(FOW / "conv-parts") + load_pairs(DATA / "extra_conversations.jsonl")
     report = await evaluate(pairs, S)

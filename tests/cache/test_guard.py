@@ -1,9 +1,10 @@
 """The guard rejects near misses that cosine similarity cannot tell apart, and passes
 rewordings, typos and politeness."""
 
+import numpy as np
 import pytest
 
-from cache.guard import Guard, read
+from cache.guard import Guard, read, swapped_words, synonym_pairs
 
 guard = Guard()
 
@@ -95,3 +96,43 @@ def test_a_rewording_with_few_unmatched_words_gets_a_lower_bar():
     # a one-word swap in a short question is not a rewording, at any similarity
     assert not guard.check("Explain recursion for a child", "Explain recursion for an expert",
                            0.95, threshold=0.78).ok
+
+
+def test_one_swapped_word_is_offered_for_a_synonym_check():
+    a, b = "What's the easiest way to learn Spanish?", "What's the simplest way to learn Spanish?"
+    verdict = guard.check(a, b, 0.97, 0.78)
+    assert not verdict.ok and swapped_words(verdict) == (["easiest"], ["simplest"])
+    assert guard.check(a, b, 0.97, 0.78, same=frozenset({"easiest", "simplest"})).ok
+    assert swapped_words(guard.check(a, b, 0.50, 0.78)) is None  # too far apart to ask
+    # the hard rules still come first: a swapped day is a date clash, never a synonym question
+    day = guard.check("Open on Monday?", "Open on Tuesday?", 0.97, 0.78)
+    assert day.reason == "dates" and swapped_words(day) is None
+
+
+@pytest.mark.parametrize(("cached", "new", "sim"), [
+    ("Is the diary open to visitors?", "Is the dairy open to visitors?", 0.9),
+    ("Does Aldi sell gift cards?", "Does Audi sell gift cards?", 0.9),
+    ("Can I return an item after two weeks?", "Can I return an item after two months?", 0.95),
+    ("Can I cancel within 14 days?", "Can I cancel within three weeks?", 0.95),
+    ("How do I turn on two-factor authentication?", "How do I turn off 2FA?", 0.9),
+])
+def test_real_words_unknown_names_and_durations_still_reject(cached, new, sim):
+    assert not guard.check(cached, new, sim, 0.78).ok
+
+
+@pytest.mark.parametrize(("cached", "new", "sim"), [
+    ("How do I reset my password?", "hwo do i reset my pasword", 0.62),
+    ("Can I pay by card at the door?", "Can I pay by crad at the door?", 0.72),
+    ("How do I cancel my subscription?", "How do I cancle my subscirption?", 0.30),
+    ("Can I return an item after two weeks?", "Can I return an item after 14 days?", 0.88),
+    ("How do I get a PAC code?", "How do I get a porting authorisation code?", 0.41),
+    ("Is the clinic open on Sundays?", "Is the clinic open on a Sunday?", 0.95),
+])
+def test_typos_quantities_and_acronyms_pass(cached, new, sim):
+    assert guard.check(cached, new, sim, 0.78).ok
+
+
+def test_synonym_pairs_are_one_to_one_and_closest_first():
+    sims = np.array([[0.90, 0.85], [0.84, 0.50]])
+    assert synonym_pairs(["a1", "a2"], ["b1", "b2"], sims, 0.8) == {"a1", "b1"}
+    assert synonym_pairs(["a1"], ["b1"], np.array([[0.79]]), 0.8) == frozenset()

@@ -1,0 +1,51 @@
+"""Word relations: typos only where one side is not a word, spelling variants, opposites,
+compounds and acronyms."""
+
+import pytest
+
+from cache.question import read
+from cache.wording import covered, opposite, spelling_variant, typo, unmatched
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("address", "adress"), ("prescription", "perscription"), ("bank", "bnak"),
+    ("book", "bok"), ("colour", "color"), ("centre", "center"), ("organise", "organize"),
+])
+def test_slips_and_spellings_match(a, b):
+    assert typo(a, b)
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("diary", "dairy"), ("flash", "flush"), ("debit", "debt"), ("three", "there"),
+    ("shoe", "she"), ("four", "for"),
+])
+def test_two_real_words_are_never_a_typo(a, b):
+    assert not typo(a, b)
+
+
+def test_short_unknown_names_are_not_typos_of_each_other():
+    assert not typo("aldi", "audi")
+
+
+def test_spelling_variants_need_the_pattern_at_the_right_place():
+    assert spelling_variant("travelled", "traveled") and spelling_variant("licence", "license")
+    assert not spelling_variant("three", "there")
+
+
+def test_opposites():
+    assert opposite("fulltime", "parttime") and opposite("refundable", "nonrefundable")
+    assert not opposite("refund", "return")
+
+
+def test_compounds_and_acronyms_are_covered():
+    assert {"voice", "mail"} <= covered(read("Set up voice mail"), read("Set up voicemail"))
+    pac, spelled = read("Get a PAC code"), read("Get a porting authorisation code")
+    assert {"porting", "authorisation"} <= covered(spelled, pac)
+    assert "pac" in covered(pac, spelled)
+    assert unmatched(pac, spelled, True) == ([], [])
+
+
+def test_known_pairs_count_as_matched():
+    a, b = read("What is the easiest way"), read("What is the simplest way")
+    assert unmatched(a, b, True) == (["easiest"], ["simplest"])
+    assert unmatched(a, b, True, frozenset({"easiest", "simplest"})) == ([], [])
