@@ -5,7 +5,7 @@ the same engine, in the same loop (`--litellm-proxy PATH_TO_litellm`, from a sep
 with `litellm[proxy]`).
 
     python -m bench.gateway_overhead [--requests 200] [--engine-url URL]
-                                     [--litellm-proxy BIN] [--out DIR]
+                                     [--litellm-proxy BIN] [--out DIR] [--workers N]
 
 Reports p50/p99 per path and the added latency (proxy − direct) at p50 and p99, for
 non-streaming requests (whole answer) and streaming ones (first byte), plus each proxy's
@@ -39,12 +39,20 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used (Linux /proc), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time a process and its children (`--workers`) have used (Linux
+    /proc), in seconds."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        if stat.parent.name == str(pid) or fields[1] == str(pid):  # itself or a child
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
-def start_headstart(engine_url: str, workdir: Path) -> ServerProcess:
+def start_headstart(engine_url: str, workdir: Path, workers: int = 1) -> ServerProcess:
     config = workdir / "passthrough.yaml"
     config.write_text(
         "upstreams:\n"
@@ -52,8 +60,10 @@ def start_headstart(engine_url: str, workdir: Path) -> ServerProcess:
         "routes:\n"
         "  - {name: passthrough, models: ['*'], upstream: engine}\n")
     port = free_port()
+    extra = ["--workers", str(workers)] if workers > 1 else []
     return ServerProcess(headstart_cmd("serve", "--config", str(config), "--port", str(port),
-                                       "--log-level", "warning"), port, timeout_s=120).start()
+                                       "--log-level", "warning", *extra), port,
+                         timeout_s=120).start()
 
 
 def start_litellm_proxy(binary: str, engine_url: str, workdir: Path) -> ServerProcess:
@@ -142,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine-url", help="an already running `headstart engine`")
     parser.add_argument("--litellm-proxy", help="the `litellm` proxy binary to compare with")
     parser.add_argument("--out", help="directory for gateway_overhead.json")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="gateway processes (CPU/request counts them all)")
     args = parser.parse_args(argv)
 
     workdir = Path(tempfile.mkdtemp(prefix="headstart-bench-"))
@@ -155,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                                          port).start())
             engine_url = servers[-1].base_url
         paths: dict[str, tuple[str, int | None]] = {"direct": (engine_url, None)}
-        servers.append(start_headstart(engine_url, workdir))
+        servers.append(start_headstart(engine_url, workdir, args.workers))
         paths["headstart"] = (servers[-1].base_url, servers[-1].proc.pid)
         if args.litellm_proxy:
             servers.append(start_litellm_proxy(args.litellm_proxy, engine_url, workdir))

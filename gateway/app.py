@@ -4,11 +4,13 @@ The lifespan loads the in-process engine when an upstream is `kind: engine` (in 
 thread: loading weights takes seconds), opens the upstreams, creates the cache and transform
 stages, and closes all of it at shutdown. Everything lives on `app.state`: `config`,
 `routes`, `auth`, `metrics`, `engine`, `upstreams`, `cache`, `transforms`, `pipeline`.
+The generation endpoints are served in front of FastAPI (`GatewayApp`), the rest by it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,9 +26,10 @@ from gateway.config import DEFAULT_MODEL_NAME, ConfigError, GatewayConfig, Upstr
 from gateway.config import default_config as embedded_default
 from gateway.deps import pick_request_id
 from gateway.errors import install_error_handlers
+from gateway.generation import match, serve_generation
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Pipeline
-from gateway.routers import admin, chat, completions, embeddings, health, models, ws
+from gateway.routers import admin, embeddings, health, models, ws
 from gateway.routing import RouteTable
 from gateway.transform_stage import TransformStage
 from gateway.upstreams import build_upstreams
@@ -56,8 +59,13 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     for upstream in state.upstreams.values():
         await upstream.start()
     state.cache = await CacheStage.create(config)
+    state.metrics.watch_cache(state.cache.stats_snapshot)
     state.transforms = TransformStage(config, state.engine)
     state.pipeline = Pipeline(state.upstreams, state.cache, state.transforms, state.metrics)
+    # the startup heap (torch, weights, config) leaves the collector's scans: a full
+    # collection over it takes tens of ms, a latency spike for whichever request waits
+    gc.collect()
+    gc.freeze()
     try:
         yield
     finally:
@@ -91,18 +99,30 @@ class RequestIdMiddleware:
         await self.app(scope, receive, send_with_id)
 
 
-def create_app(config: GatewayConfig | None = None) -> FastAPI:
+class GatewayApp(FastAPI):
+    """FastAPI with the generation endpoints in front of its middleware stack: those carry
+    nearly all the traffic and are served as plain ASGI (`gateway/generation.py`)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (found := match(scope["path"])) is not None:
+            scope["app"] = self
+            await serve_generation(self, scope, receive, send, *found)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(config: GatewayConfig | None = None) -> GatewayApp:
     """The gateway for `config` (the embedded default when None)."""
     config = config or embedded_default()
-    app = FastAPI(title="Headstart gateway", lifespan=lifespan, docs_url=None,
-                  redoc_url=None, openapi_url=None)
+    app = GatewayApp(title="Headstart gateway", lifespan=lifespan, docs_url=None,
+                     redoc_url=None, openapi_url=None)
     app.state.config = config
     app.state.routes = RouteTable(config)
     app.state.auth = Authenticator(config.auth)
     app.state.metrics = GatewayMetrics()
     app.state.engine = None
     install_error_handlers(app)
-    for module in (chat, completions, models, embeddings, ws, health):
+    for module in (models, embeddings, ws, health):
         app.include_router(module.router)
     app.include_router(admin.router)
     app.add_middleware(RequestIdMiddleware)

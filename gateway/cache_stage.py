@@ -115,6 +115,10 @@ class CacheStage:
         while len(self._vectors) > _PENDING_VECTORS:
             self._vectors.popitem(last=False)
 
+    def stats_snapshot(self) -> dict[str, dict[str, int]]:
+        """The cache's counters per route ({} when caching is off everywhere)."""
+        return self.cache.stats.snapshot() if self.cache is not None else {}
+
     async def close(self) -> None:
         if self.cache is not None:
             await self.cache.close()

@@ -1,6 +1,6 @@
 """The `headstart` command: `serve`, `engine`, `bench`, `eval-cache`.
 
-    headstart serve  [--config FILE] [--host H] [--port P]
+    headstart serve  [--config FILE] [--host H] [--port P] [--workers N]
     headstart engine [--model PATH] [--host H] [--port P] ...   (engine.server)
     headstart bench  ...                                         (bench.cli)
     headstart eval-cache --pairs FILE [--config FILE] [--route NAME] [--json]
@@ -35,6 +35,9 @@ def serve(argv: list[str]) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="gateway processes sharing the port (configs whose upstreams are "
+                             "all remote; with caching on, give them a shared `redis:`)")
     args = parser.parse_args(argv)
 
     from gateway.config import ConfigError, load_config
@@ -47,11 +50,35 @@ def serve(argv: list[str]) -> int:
 
     import uvicorn
 
+    options = dict(host=args.host, port=args.port, log_level=args.log_level,
+                   access_log=False, ws="websockets-sansio")
+    if args.workers > 1:
+        if config.engine_upstream() is not None:
+            print("headstart serve: --workers needs remote upstreams only (each worker "
+                  "would load its own copy of the in-process engine)", file=sys.stderr)
+            return 2
+        if not config.redis and any(r.caching_enabled() for r in config.routes):
+            print("headstart serve: warning: without `redis:` each worker keeps its own cache",
+                  file=sys.stderr)
+        os.environ[CONFIG_ENV] = os.path.abspath(args.config) if args.config else ""
+        uvicorn.run("gateway.cli:app_from_env", factory=True, workers=args.workers, **options)
+        return 0
+
     from gateway.app import create_app
 
-    uvicorn.run(create_app(config), host=args.host, port=args.port, log_level=args.log_level,
-                access_log=False, ws="websockets-sansio")
+    uvicorn.run(create_app(config), **options)
     return 0
+
+
+CONFIG_ENV = "HEADSTART_SERVE_CONFIG"
+
+
+def app_from_env():  # noqa: ANN201 - uvicorn's factory for `--workers`, one call per worker
+    """The gateway app for a worker process: the config file named by the parent."""
+    from gateway.app import create_app
+    from gateway.config import load_config
+
+    return create_app(load_config(os.environ.get(CONFIG_ENV) or None))
 
 
 def main(argv: list[str] | None = None) -> int:

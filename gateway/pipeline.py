@@ -41,13 +41,15 @@ class Pipeline:
         self.transforms = transforms
         self.metrics = metrics
 
-    async def run(self, ctx: RequestContext) -> AsyncIterator[Chunk]:
-        """All chunks of the answer to `ctx.body`, each labelled with the client's model."""
+    async def run(self, ctx: RequestContext, *, split: bool = True) -> AsyncIterator[Chunk]:
+        """All chunks of the answer to `ctx.body`, each labelled with the client's model.
+        `split=False`: the consumer folds the chunks into one answer, so a cached answer
+        is replayed in one piece."""
         route, model = ctx.route.name, ctx.body.model
         assembler = Assembler(ctx.kind, model)
         outcome, first = "error", True
         try:
-            source = await self._source(ctx)
+            source = await self._source(ctx, split)
             async with aclosing(source):
                 async for chunk in source:
                     chunk.model = model
@@ -72,7 +74,7 @@ class Pipeline:
             except Exception:  # noqa: BLE001 - a cache failure never fails a request
                 log.exception("cache store failed for %s", ctx.request_id)
 
-    async def _source(self, ctx: RequestContext) -> AsyncIterator[Chunk]:
+    async def _source(self, ctx: RequestContext, split: bool) -> AsyncIterator[Chunk]:
         """The cached answer replayed, or the transformed request sent upstream."""
         answer = None
         if ctx.route.caching_enabled():
@@ -81,7 +83,7 @@ class Pipeline:
             ctx.cache_status = "bypass"
         self.metrics.cache.labels(ctx.route.name, ctx.cache_status).inc()
         if answer is not None:
-            return replay(answer, ctx.body.model)
+            return replay(answer, ctx.body.model, split)
 
         def forward(request: Any, cached: bool = False) -> AsyncIterator[Chunk]:
             if cached and ctx.route.caching_enabled():

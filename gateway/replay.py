@@ -33,19 +33,23 @@ def pieces(text: str, size: int = PIECE_CHARS) -> Iterator[str]:
         yield piece
 
 
-async def replay(answer: Answer, model: str) -> AsyncIterator[ChatCompletionChunk | Completion]:
-    """The answer's chunks; the last one carries the stored usage."""
-    for chunk in replay_chunks(answer, model):
+async def replay(answer: Answer, model: str,
+                 split: bool = True) -> AsyncIterator[ChatCompletionChunk | Completion]:
+    """The answer's chunks; the last one carries the stored usage. `split=False` keeps the
+    text in one chunk: for a client that gets one JSON object, pieces are only cost."""
+    for chunk in replay_chunks(answer, model, split):
         yield chunk
 
 
-def replay_chunks(answer: Answer, model: str) -> list[ChatCompletionChunk | Completion]:
+def replay_chunks(answer: Answer, model: str,
+                  split: bool = True) -> list[ChatCompletionChunk | Completion]:
+    texts = list(pieces(answer.content)) if split else [answer.content] if answer.content else []
     created = now()
     if answer.kind == "completion":
         cid = new_id("cmpl")
         out: list[ChatCompletionChunk | Completion] = [
             Completion(id=cid, created=created, model=model,
-                       choices=[CompletionChoice(text=p)]) for p in pieces(answer.content)]
+                       choices=[CompletionChoice(text=p)]) for p in texts]
         out.append(Completion(id=cid, created=created, model=model,
                               choices=[CompletionChoice(text="", finish_reason=answer.finish_reason)]))
         out.append(Completion(id=cid, created=created, model=model, choices=[],
@@ -58,7 +62,7 @@ def replay_chunks(answer: Answer, model: str) -> list[ChatCompletionChunk | Comp
                                    choices=[ChunkChoice(delta=delta, finish_reason=finish)])
 
     out = [chunk(DeltaMessage(role="assistant", content=""))]
-    out += [chunk(DeltaMessage(content=p)) for p in pieces(answer.content)]
+    out += [chunk(DeltaMessage(content=p)) for p in texts]
     if answer.tool_calls:
         calls = [{"index": i, "id": t.id, "type": "function",
                   "function": {"name": t.function.name, "arguments": t.function.arguments}}

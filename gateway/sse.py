@@ -2,6 +2,7 @@
 
 Once the first byte has gone out the HTTP status can no longer change, so an error after
 that becomes an OpenAI-style error frame (`data: {"error": {...}}`) and the stream ends.
+`SSEDataReader` reads the same format back from an upstream.
 """
 
 from __future__ import annotations
@@ -43,3 +44,35 @@ async def sse_frames(chunks: AsyncIterator[BaseModel]) -> AsyncIterator[bytes]:
         yield error_frame(APIError(500, f"stream failed: {type(e).__name__}"))
         return
     yield DONE
+
+
+class SSEDataReader:
+    """The `data:` payloads of an SSE byte stream fed in arbitrary network pieces, up to
+    `data: [DONE]` (anything after it is read and ignored). Splitting whole reads here
+    costs far less than reading the stream line by line."""
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self.done = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        lines = (self._tail + data).split(b"\n")
+        self._tail = lines.pop()
+        return self._payloads(lines)
+
+    def end(self) -> list[bytes]:
+        """Payloads of a last line that had no newline."""
+        tail, self._tail = self._tail, b""
+        return self._payloads([tail])
+
+    def _payloads(self, lines: list[bytes]) -> list[bytes]:
+        out = []
+        for line in lines:
+            if self.done or not line.startswith(b"data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                self.done = True
+            else:
+                out.append(payload)
+        return out

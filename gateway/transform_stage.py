@@ -32,7 +32,7 @@ from engine.protocol import (
 from engine.token_scorer import EngineModelScorer
 from gateway.context import RequestContext
 from prompts import decompose as dec
-from prompts.compress import Compressor, CompressSettings, CostModel
+from prompts.compress import Compressor, CompressSettings, CostModel, SeenTexts
 from prompts.interfaces import Message, TokenCounter
 from prompts.ordered_merge import PartFailed, merge_in_order
 from prompts.summary_cache import SummaryCache
@@ -81,6 +81,7 @@ class TransformStage:
         self.engine = engine
         self.summaries = SummaryCache()
         self.costs = CostModel()
+        self.seen = SeenTexts()  # long texts already sent: kept verbatim for prefix reuse
         self.prefill_tps: dict[str, float] = {}  # per upstream, measured from forwards
         self._counters: dict[str, TokenCounter] = {}
         self._upstreams: dict[str, Any] = {}  # summariser upstreams other than the route's
@@ -166,7 +167,7 @@ class TransformStage:
                                     tuple(policy.methods), rate)
         embed = _shared_embed() if policy.embeddings and "select" in policy.methods else None
         scorer = await self.token_scorer() if "prune" in policy.methods else None
-        out, report = await Compressor(counter, embed, scorer, self.costs).compress(
+        out, report = await Compressor(counter, embed, scorer, self.costs, self.seen).compress(
             messages, settings)
         if report.applied:
             ctx.transforms.append(f"compress:{report.ratio:.2f}:{'+'.join(report.applied)}")

@@ -2,13 +2,16 @@
 
 Layout (prefix `hs:` by default):
   hs:e:{key}  hash {meta: json, answer: json, vec: base64 float32}; expires with the entry
-  hs:ix       stream of index events (put/del) that replicas replay to keep their local
-              semantic index in step; trimmed to about `feed_maxlen` events
+  hs:ix       stream of index events {op: put|del, key} that replicas replay to keep their
+              local semantic index in step; trimmed to about `feed_maxlen` events. Events
+              carry only the key (a replica reads a new entry's meta and vector from its
+              hash), so each vector is held once, not twice.
 A replica builds its index from a scan of the entries at start and after any outage, then
-polls the stream. Redis down or slow: short socket timeouts, every failure raises
-`StoreUnavailable` (the caches serve a miss), one log line per outage, and a short back-off
-during which calls fail fast instead of waiting on a dead socket. redis-py reconnects on its
-own when Redis returns.
+polls the stream. The hot read (`get`, once per exact lookup) goes through `RespClient`, a
+minimal pipelined connection several times cheaper than redis-py; the rest uses redis-py.
+Redis down or slow: short socket timeouts, every failure raises `StoreUnavailable` (the
+caches serve a miss), one log line per outage, and a short back-off during which calls fail
+fast instead of waiting on a dead socket. Both clients reconnect when Redis returns.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from cache.stores.base import (
     vector_from_str,
     vector_to_str,
 )
+from cache.stores.resp_client import RespClient, RespError
 
 log = logging.getLogger("headstart.cache")
 
@@ -38,8 +42,8 @@ class RedisStore:
     shared = True
 
     def __init__(self, client: aioredis.Redis, prefix: str = "hs:", retry_after_s: float = 0.5,
-                 feed_maxlen: int = 200_000) -> None:
-        self.client, self.prefix = client, prefix
+                 feed_maxlen: int = 200_000, reader: RespClient | None = None) -> None:
+        self.client, self.prefix, self.reader = client, prefix, reader
         self.retry_after_s, self.feed_maxlen = retry_after_s, feed_maxlen
         self.errors = 0
         self._down_until = 0.0
@@ -56,7 +60,8 @@ class RedisStore:
             socket_connect_timeout=timeout_s, max_connections=max_connections,
             timeout=timeout_s, retry=Retry(NoBackoff(), 0), retry_on_timeout=False,
             health_check_interval=0)
-        return cls(aioredis.Redis(connection_pool=pool), prefix=prefix, **options)
+        reader = RespClient(url, timeout_s) if url.startswith("redis://") else None
+        return cls(aioredis.Redis(connection_pool=pool), prefix=prefix, reader=reader, **options)
 
     @property
     def available(self) -> bool:
@@ -75,7 +80,7 @@ class RedisStore:
             raise StoreUnavailable("redis unavailable (backing off)")
         try:
             result = await fn()
-        except (RedisError, OSError, TimeoutError) as exc:
+        except (RedisError, RespError, OSError, TimeoutError) as exc:
             self.errors += 1
             self._cursor = None  # the index may have missed events: reload when back
             if not self._down:
@@ -92,8 +97,13 @@ class RedisStore:
     # ------------------------------------------------------------------ entries
 
     async def get(self, key: str) -> CacheEntry | None:
-        meta, answer = await self._call(lambda: self.client.hmget(self._ekey(key),
-                                                                  ["meta", "answer"]))
+        name = self._ekey(key)
+        if self.reader is not None:
+            reader = self.reader
+            meta, answer = await self._call(lambda: reader.command("HMGET", name, "meta",
+                                                                    "answer"))
+        else:
+            meta, answer = await self._call(lambda: self.client.hmget(name, ["meta", "answer"]))
         if not meta or not answer:
             return None
         return CacheEntry.from_meta(json.loads(meta), json.loads(answer))
@@ -108,7 +118,7 @@ class RedisStore:
             pipe.hset(self._ekey(entry.key), mapping=mapping)
             pipe.pexpireat(self._ekey(entry.key), int(entry.expires_at * 1000))
             if entry.partition and entry.vector is not None:
-                pipe.xadd(self._feed, _event_fields(IndexEvent.of(entry)),
+                pipe.xadd(self._feed, {"op": "put", "key": entry.key},
                           maxlen=self.feed_maxlen, approximate=True)
             await pipe.execute()
 
@@ -158,8 +168,7 @@ class RedisStore:
                 continue
             meta = json.loads(meta_s)
             if meta.get("partition") and (meta.get("semantic_expires_at") or 0) > now:
-                events.append(IndexEvent("put", meta["key"], meta["partition"], meta["question"],
-                                         vector_from_str(vec_s), meta["semantic_expires_at"]))
+                events.append(_event_from_meta(meta, vec_s))
         self._cursor = cursor
         return events
 
@@ -168,16 +177,45 @@ class RedisStore:
             return None
         cursor = self._cursor
         reply = await self._call(lambda: self.client.xread({self._feed: cursor}, count=1000))
-        events: list[IndexEvent] = []
+        fields_list: list[dict[str, str]] = []
         for _, items in reply or []:
             for ident, fields in items:
-                events.append(_event_from_fields(fields))
+                fields_list.append(fields)
                 cursor = ident
+        events = await self._resolve(fields_list)
         if self._cursor is not None:  # an outage during the read resets it: keep the reset
             self._cursor = cursor
         return events
 
+    async def _resolve(self, fields_list: list[dict[str, str]]) -> list[IndexEvent]:
+        """Feed events as index events: a `put` gets its partition, question, expiry and
+        vector from the entry's hash (one pipelined read for the batch); a put whose entry
+        is already gone (deleted, expired) is dropped."""
+        puts = [f["key"] for f in fields_list if f.get("op", "put") == "put" and not f.get("vec")]
+        found: dict[str, IndexEvent] = {}
+        if puts:
+            async def read() -> list[Any]:
+                pipe = self.client.pipeline(transaction=False)
+                for key in puts:
+                    pipe.hmget(self._ekey(key), ["meta", "vec"])
+                return await pipe.execute()
+
+            for key, (meta_s, vec_s) in zip(puts, await self._call(read), strict=True):
+                if meta_s and vec_s:
+                    found[key] = _event_from_meta(json.loads(meta_s), vec_s)
+        events = []
+        for fields in fields_list:
+            if fields.get("op", "put") == "del":
+                events.append(IndexEvent("del", fields["key"]))
+            elif fields.get("vec"):  # written by an older version: the event carries it all
+                events.append(_event_from_fields(fields))
+            elif fields["key"] in found:
+                events.append(found[fields["key"]])
+        return events
+
     async def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
         try:
             await self.client.aclose()
             await self.client.connection_pool.disconnect()
@@ -185,10 +223,9 @@ class RedisStore:
             pass
 
 
-def _event_fields(event: IndexEvent) -> dict[str, str]:
-    return {"op": event.op, "key": event.key, "partition": event.partition or "",
-            "question": event.question or "", "exp": repr(event.expires_at or 0.0),
-            "vec": vector_to_str(event.vector) if event.vector is not None else ""}
+def _event_from_meta(meta: dict[str, Any], vec: str) -> IndexEvent:
+    return IndexEvent("put", meta["key"], meta.get("partition"), meta.get("question"),
+                      vector_from_str(vec), meta.get("semantic_expires_at"))
 
 
 def _event_from_fields(fields: dict[str, str]) -> IndexEvent:

@@ -6,10 +6,16 @@ The client sends a chat-completion request as a JSON message and receives the sa
 stays open. One socket is one session: its `session_id` (from `?session_id=`, the
 `x-session-id` header, or generated) reaches the engine so the conversation's KV cache stays
 warm between turns. The first message the server sends is `{"type": "session", ...}`.
+
+The socket is read by a background task for its whole life (`SocketReader`), so a client
+that leaves mid-answer is noticed at once, not at the next chunk: the answer is cancelled,
+which aborts the upstream request (the engine frees its KV blocks) even while the upstream
+is still silent. Requests sent while an answer streams wait their turn.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
@@ -27,6 +33,43 @@ log = logging.getLogger("headstart.gateway")
 POLICY_VIOLATION = 1008
 
 
+class SocketReader:
+    """Receives the socket's messages in the background; on disconnect it cancels the
+    answer in progress (`answering`) and `next()` returns None."""
+
+    def __init__(self, websocket: WebSocket) -> None:
+        self.websocket = websocket
+        self.inbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.closed = False
+        self.answering: asyncio.Task[Any] | None = None
+        self.task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                message = await self.websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                self.inbox.put_nowait(message)
+        except (WebSocketDisconnect, OSError, RuntimeError):
+            return
+        finally:
+            self.closed = True
+            self.inbox.put_nowait(None)
+            if self.answering is not None:
+                self.answering.cancel()
+
+    async def next(self) -> dict[str, Any] | None:
+        return None if self.closed and self.inbox.empty() else await self.inbox.get()
+
+    async def close(self) -> None:
+        self.task.cancel()
+        try:
+            await self.task
+        except asyncio.CancelledError:
+            pass
+
+
 @router.websocket("/v1/ws")
 @router.websocket("/r/{route_name}/v1/ws")
 async def chat_socket(websocket: WebSocket, route_name: str | None = None) -> None:
@@ -42,17 +85,26 @@ async def chat_socket(websocket: WebSocket, route_name: str | None = None) -> No
         return
     await websocket.send_text(json.dumps({"type": "session", "session_id": session_id}))
     limit = state.config.limits.max_body_bytes
+    reader = SocketReader(websocket)
     try:
-        while True:
-            message = await websocket.receive()
-            if message["type"] == "websocket.disconnect":
-                return
+        while (message := await reader.next()) is not None:
             raw = message.get("bytes") or (message.get("text") or "").encode()
-            await _answer(websocket, raw, limit, route_name, tenant, session_id)
+            reader.answering = asyncio.current_task()
+            try:
+                await _answer(websocket, raw, limit, route_name, tenant, session_id)
+            except asyncio.CancelledError:
+                if not reader.closed:
+                    raise  # the server is shutting down
+                asyncio.current_task().uncancel()  # type: ignore[union-attr]
+                return
+            finally:
+                reader.answering = None
     except WebSocketDisconnect:
         return
     except (OSError, RuntimeError) as e:  # sending to a socket the client already closed
         log.debug("websocket %s ended: %s", session_id, e)
+    finally:
+        await reader.close()
 
 
 async def _answer(websocket: WebSocket, raw: bytes, limit: int, route_name: str | None,

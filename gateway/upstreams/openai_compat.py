@@ -1,17 +1,21 @@
 """Any OpenAI-compatible server (vLLM, SGLang, llama.cpp, `headstart engine`, another
-gateway) over one pooled `httpx.AsyncClient`, always streaming.
+gateway) over a pool of keep-alive connections (`HTTPPool`), always streaming.
 
-Closing the chunk iterator closes the HTTP stream, so the upstream sees the disconnect and
+The gateway's own overhead is mostly this hop, so it uses the lean pool rather than a
+general HTTP client (measured per streamed request: httpx ~1.3 ms of CPU, aiohttp ~0.2 ms,
+the pool ~0.03 ms). HTTP(S)_PROXY is not used (a warning says so). Closing the chunk
+iterator before the end closes the connection, so the upstream sees the disconnect and
 aborts its request (a `headstart engine` frees the request's KV blocks).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.request import getproxies, proxy_bypass
 
-import httpx
 from pydantic import BaseModel, ValidationError
 
 from engine.protocol import (
@@ -23,25 +27,35 @@ from engine.protocol import (
 )
 from gateway.config import UpstreamConfig
 from gateway.context import RequestContext
+from gateway.sse import SSEDataReader
 from gateway.upstreams.base import Upstream
+from gateway.upstreams.http_pool import ConnectFailed, HTTPPool
 
+log = logging.getLogger("headstart.gateway")
 _NOT_FORWARDED = {"cache", "session_id", "stream", "stream_options"}
 
 
 class OpenAICompatUpstream(Upstream):
     def __init__(self, config: UpstreamConfig) -> None:
         super().__init__(config)
-        headers = dict(config.headers)
+        self.headers = {"content-type": "application/json", **config.headers}
         if config.api_key:
-            headers["authorization"] = f"Bearer {config.api_key}"
+            self.headers["authorization"] = f"Bearer {config.api_key}"
         self.base_url = (config.base_url or "").rstrip("/")
-        self.client = httpx.AsyncClient(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=30.0),
-            limits=httpx.Limits(max_connections=config.max_connections,
-                                max_keepalive_connections=config.max_connections),
-        )
+        self._pool: HTTPPool | None = None
+
+    async def start(self) -> None:
+        pool = self.pool()
+        scheme = self.base_url.split(":", 1)[0]
+        if scheme in getproxies() and not proxy_bypass(pool.host):
+            log.warning("upstream %r: %s_proxy is set, but this upstream connects directly",
+                        self.name, scheme)
+
+    def pool(self) -> HTTPPool:
+        """The connection pool, created on first use inside the running loop."""
+        if self._pool is None:
+            self._pool = HTTPPool(self.base_url, self.headers, self.config.max_connections)
+        return self._pool
 
     def stream_chat(
         self, request: ChatCompletionRequest, ctx: RequestContext
@@ -67,30 +81,31 @@ class OpenAICompatUpstream(Upstream):
         headers = {"x-request-id": ctx.request_id}
         if ctx.session_id:
             headers["x-session-id"] = ctx.session_id
+        data = json.dumps(self._payload(request), ensure_ascii=False).encode()
         try:
-            async with self.client.stream("POST", path, json=self._payload(request),
-                                          headers=headers) as response:
-                if response.status_code >= 400:
-                    raise self._status_error(response.status_code, await response.aread())
-                done = False
-                async for line in response.aiter_lines():  # read to the end: the connection
-                    if done or not line.startswith("data:"):  # then goes back to the pool
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        done = True
-                        continue
-                    yield self._parse(data, chunk_type)
-        except httpx.ConnectError as e:
+            response = await self.pool().post(path, data, headers)
+        except TimeoutError:
+            raise self.error(504, f"timed out connecting to {self.base_url}",
+                             code="upstream_timeout") from None
+        except ConnectFailed as e:
             raise self.error(503, f"cannot connect to {self.base_url} ({e})",
                              code="upstream_unavailable") from None
-        except httpx.TimeoutException:
-            raise self.error(504, f"timed out talking to {self.base_url}",
-                             code="upstream_timeout") from None
-        except httpx.HTTPError as e:
+        except OSError as e:  # connected, then dropped before an answer
             raise self.error(502, f"{type(e).__name__}: {e}", code="upstream_error") from None
+        async with response:
+            try:
+                if response.status >= 400:
+                    raise self._status_error(response.status, await response.read())
+                events = SSEDataReader()
+                while (piece := await response.next_piece()) is not None:  # to the end: the
+                    for payload in events.feed(piece):  # connection then goes back to the pool
+                        yield self._parse(payload, chunk_type)
+                for payload in events.end():
+                    yield self._parse(payload, chunk_type)
+            except OSError as e:  # the connection broke mid-answer
+                raise self.error(502, f"{type(e).__name__}: {e}", code="upstream_error") from None
 
-    def _parse(self, data: str, chunk_type: type[BaseModel]) -> Any:
+    def _parse(self, data: str | bytes, chunk_type: type[BaseModel]) -> Any:
         try:
             return chunk_type.model_validate_json(data)
         except ValidationError:
@@ -101,7 +116,8 @@ class OpenAICompatUpstream(Upstream):
             if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
                 message = obj["error"].get("message") or "error"
                 raise self.error(502, f"error mid-stream: {message}") from None
-            raise self.error(502, f"unexpected chunk: {data[:200]}") from None
+            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+            raise self.error(502, f"unexpected chunk: {text[:200]}") from None
 
     def _status_error(self, status: int, raw: bytes) -> APIError:
         """Client errors keep their status (the caller must fix the request); server errors
@@ -119,4 +135,5 @@ class OpenAICompatUpstream(Upstream):
         return self.error(mapped, f"HTTP {status}: {message}", code=code or "upstream_error")
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        if self._pool is not None:
+            await self._pool.aclose()

@@ -85,3 +85,17 @@ async def test_redis_down_is_a_miss_and_the_cache_resumes(fresh_redis):
         assert (await cache.lookup(ask("what are your opening hours"), S)).status == "semantic"
     finally:
         await cache.close()
+
+
+async def test_feed_events_carry_only_the_key(redis_server):
+    a = await ResponseCache.open(redis_server.url, prefix="t5:")
+    b = await ResponseCache.open(redis_server.url, prefix="t5:", embedder=a.semantic.embedder)
+    try:
+        await a.store(ask("Where is my parcel?"), {"content": "On its way"}, S)
+        [(_, fields)] = await a.backend.client.xrange("t5:ix")
+        assert set(fields) == {"op", "key"} and fields["op"] == "put"
+        await wait_for(lambda: len(b.semantic.index) == 1)  # b read the vector from the entry
+        assert (await b.lookup(ask("where is my parcel"), S)).status == "semantic"
+    finally:
+        await a.close()
+        await b.close()

@@ -157,3 +157,23 @@ def test_tenants_never_share(engine_server):
         assert chat(b, "what is the boiling point of water")[0]["x-cache"] == "semantic"
     finally:
         server.stop()
+
+
+def cache_metric(gw, name: str, route: str) -> float:
+    prefix = f'headstart_cache_{name}_total{{route="{route}"}} '
+    for line in httpx.get(gw.base_url + "/metrics").text.splitlines():
+        if line.startswith(prefix):
+            return float(line.split()[-1])
+    raise AssertionError(f"no metric headstart_cache_{name}_total for {route}")
+
+
+def test_cache_counters_are_exported_to_prometheus(client, gw):
+    before = {n: cache_metric(gw, n, "faq") for n in ("exact_hits", "misses", "hits")}
+    chat(client, "How many legs does a spider have?")
+    chat(client, "How many legs does a spider have?")
+    assert cache_metric(gw, "exact_hits", "faq") == before["exact_hits"] + 1
+    assert cache_metric(gw, "misses", "faq") == before["misses"] + 1
+    assert cache_metric(gw, "hits", "faq") == before["hits"] + 1
+    routes = stats(gw)["routes"]["faq"]
+    for name in ("exact_hits", "semantic_hits", "misses", "guard_rejections", "store_errors"):
+        assert cache_metric(gw, name, "faq") == routes[name]

@@ -50,6 +50,32 @@ def test_serve_with_config(tmp_path, engine_server, monkeypatch):
         server.stop()
 
 
+def test_workers_refuse_an_in_process_engine():
+    result = run("serve", "--workers", "2")  # the embedded default serves the engine
+    assert result.returncode == 2 and "--workers needs remote upstreams" in result.stderr
+
+
+def test_serve_with_workers(tmp_path, engine_server):
+    path = tmp_path / "headstart.yaml"
+    path.write_text(
+        "upstreams:\n"
+        f"  remote: {{kind: openai, base_url: '{engine_server.base_url}/v1'}}\n"
+        "routes:\n"
+        "  - {name: chat, models: ['*'], upstream: remote}\n")
+    port = free_port()
+    server = ServerProcess(headstart_cmd("serve", "--config", str(path), "--port", str(port),
+                                         "--workers", "2"), port, timeout_s=90).start()
+    try:
+        client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+        for _ in range(4):
+            r = client.chat.completions.create(model="smollm2-135m-instruct", max_tokens=2,
+                                               messages=[{"role": "user", "content": "hi"}])
+            assert r.choices[0].message.content
+        assert "Started parent process" in server.output()
+    finally:
+        server.stop()
+
+
 @pytest.mark.slow
 def test_serve_embedded_default():
     """`headstart serve` with no config: the bundled engine as `smollm2-135m-instruct`."""

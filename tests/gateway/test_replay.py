@@ -43,3 +43,15 @@ async def test_tool_calls_and_completions_replay():
         assert c.object == "text_completion"
         folded.add(c)
     assert folded.answer() == text
+
+
+async def test_unsplit_replay_is_one_text_chunk():
+    answer = Answer(kind="chat", model="m", content="word " * 30, finish_reason="stop",
+                    usage=Usage.of(20, 30, 5))
+    chunks = [c async for c in replay(answer, "m", split=False)]
+    texts = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert texts == [answer.content]
+    folded = Assembler("chat", "m")
+    for c in chunks:
+        folded.add(c)
+    assert folded.answer() == answer

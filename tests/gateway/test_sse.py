@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from engine.protocol import APIError, ChatCompletionChunk, ChunkChoice, DeltaMessage
-from gateway.sse import DONE, sse_frames
+from gateway.sse import DONE, SSEDataReader, sse_frames
 
 
 def chunk(text: str) -> ChatCompletionChunk:
@@ -64,3 +64,22 @@ async def test_closing_the_stream_closes_the_source():
     await anext(frames)
     await frames.aclose()
     assert closed == [True]
+
+
+def test_reader_splits_arbitrary_pieces_and_stops_at_done():
+    stream = (b'data: {"a": 1}\n\ndata: {"b": 2}\r\n\r\n: comment\n\nevent: x\ndata: {"c": 3}\n\n'
+              b"data: [DONE]\n\ndata: {\"late\": 1}\n\n")
+    for size in (1, 2, 7, len(stream)):
+        reader = SSEDataReader()
+        got = []
+        for i in range(0, len(stream), size):
+            got += reader.feed(stream[i:i + size])
+        got += reader.end()
+        assert got == [b'{"a": 1}', b'{"b": 2}', b'{"c": 3}'] and reader.done
+
+
+def test_reader_keeps_a_last_line_without_newline():
+    reader = SSEDataReader()
+    assert reader.feed(b'data: {"a": 1}\n\ndata: {"b"') == [b'{"a": 1}']
+    assert reader.feed(b": 2}") == []
+    assert reader.end() == [b'{"b": 2}'] and not reader.done

@@ -4,7 +4,9 @@ session), `cached_tokens` rising across turns, errors that keep the socket open,
 from __future__ import annotations
 
 import json
+import time
 
+import httpx
 import pytest
 from websockets.sync.client import connect
 
@@ -78,3 +80,50 @@ def test_websocket_auth(keyed_gateway):
         chunks, done = ask(ws, {"model": "m", "messages": [{"role": "user", "content": "hi"}],
                                 "max_tokens": 2})
         assert done["type"] == "done"
+
+
+def wait_until(predicate, timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_leaving_mid_answer_frees_the_engines_blocks(gateway):
+    engine = gateway.app.state.engine
+    with connect(ws_url(gateway)) as ws:
+        json.loads(ws.recv(timeout=10))
+        ws.send(json.dumps({"model": "smollm2-135m-instruct", "max_tokens": 400,
+                            "ignore_eos": True,
+                            "messages": [{"role": "user", "content": "Tell me a story."}]}))
+        for _ in range(3):
+            assert "choices" in json.loads(ws.recv(timeout=60))
+        stats = engine.stats()
+        assert stats.num_running == 1 and stats.kv_blocks_used > 0
+    assert wait_until(lambda: engine.stats().num_running == 0), engine.stats()
+    assert engine.stats().kv_blocks_used == 0
+
+
+def requests_total(base_url: str, route: str, outcome: str) -> float:
+    for line in httpx.get(base_url + "/metrics").text.splitlines():
+        if (line.startswith("headstart_gateway_requests_total{") and f'route="{route}"' in line
+                and f'outcome="{outcome}"' in line):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_leaving_while_the_upstream_is_silent_aborts_at_once(start_gateway, blackhole):
+    # the upstream never answers and the route would wait 120 s: only watching the
+    # socket ends the request when the client leaves
+    base = start_gateway({
+        "upstreams": {"stalled": {"kind": "openai",
+                                  "base_url": f"http://127.0.0.1:{blackhole.port}/v1"}},
+        "routes": [{"name": "r", "models": ["*"], "upstream": "stalled", "timeout_s": 120}],
+    })
+    with connect(base.replace("http://", "ws://") + "/v1/ws") as ws:
+        json.loads(ws.recv(timeout=10))
+        ws.send(json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+        time.sleep(0.3)
+    assert wait_until(lambda: requests_total(base, "r", "aborted") == 1, timeout_s=10)

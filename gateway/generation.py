@@ -1,0 +1,100 @@
+"""The generation endpoints as plain ASGI: `POST /v1/chat/completions`, `/v1/completions`
+and their `/r/{route}/v1/...` forms.
+
+These carry nearly all the traffic, so they skip FastAPI's routing, dependency injection
+and middleware stack (seven layers, each awaited per request) and run in front of it
+(`GatewayApp.__call__` in `gateway/app.py`). They keep every behaviour of the rest of the
+API: auth before anything else, OpenAI-style error bodies with the right status,
+`x-request-id` on every response, a disconnected client aborting the upstream request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Any, Literal
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.types import Receive, Scope, Send
+
+from engine.protocol import APIError, ChatCompletionRequest, CompletionRequest
+from gateway.deps import build_context, parse_model, pick_request_id, read_body
+from gateway.responses import ClientWatch, send_json, write_answer
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+log = logging.getLogger("headstart.gateway")
+
+Kind = Literal["chat", "completion"]
+ENDPOINTS: dict[str, tuple[Kind, type[Any]]] = {
+    "chat/completions": ("chat", ChatCompletionRequest),
+    "completions": ("completion", CompletionRequest),
+}
+
+
+def match(path: str) -> tuple[str, str | None] | None:
+    """(endpoint, route name or None) when `path` is a generation endpoint, else None."""
+    if path.startswith("/v1/"):
+        rest, route = path[4:], None
+    elif path.startswith("/r/"):
+        route, sep, rest = path[3:].partition("/v1/")
+        if not sep or not route or "/" in route:
+            return None
+    else:
+        return None
+    rest = rest.rstrip("/")
+    return (rest, route) if rest in ENDPOINTS else None
+
+
+async def serve_generation(app: FastAPI, scope: Scope, receive: Receive, send: Send,
+                           endpoint: str, route_name: str | None) -> None:
+    """Answer one request on a generation endpoint; never raises for the request's own
+    failures (they become error responses), only for the server's shutdown."""
+    kind, model = ENDPOINTS[endpoint]
+    state = app.state
+    request = Request(scope, receive)
+    request_id = pick_request_id(request.headers.get("x-request-id"))
+    scope.setdefault("state", {})["request_id"] = request_id
+    started = False
+
+    async def tracked(message: Any) -> None:
+        nonlocal started
+        started = True
+        await send(message)
+
+    watch: ClientWatch | None = None
+    try:
+        if scope["method"] != "POST":
+            raise APIError(405, f"Method {scope['method']} is not allowed on {scope['path']}")
+        tenant = state.auth.tenant_for(request)
+        raw = await read_body(request, state.config.limits.max_body_bytes)
+        body = parse_model(raw, model)
+        ctx = build_context(request, kind, body, route_name, tenant)
+        watch = ClientWatch(receive)
+        await write_answer(ctx, state.pipeline, tracked)
+    except asyncio.CancelledError:
+        if watch is None or not watch.gone:
+            raise  # the server is shutting down
+        asyncio.current_task().uncancel()  # type: ignore[union-attr]
+    except ClientDisconnect:
+        return
+    except APIError as e:
+        if not started:
+            await _send_error(send, e, request_id)
+    except Exception as e:  # noqa: BLE001 - any failure still answers OpenAI-style
+        log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+        if not started:
+            await _send_error(send, APIError(500, f"Internal error: {type(e).__name__}"),
+                              request_id)
+    finally:
+        if watch is not None:
+            watch.stop()
+
+
+async def _send_error(send: Send, err: APIError, request_id: str) -> None:
+    headers = [(b"x-request-id", request_id.encode())]
+    if err.status == 405:
+        headers.append((b"allow", b"POST"))
+    await send_json(send, err.status, json.dumps(err.body()).encode(), headers)
