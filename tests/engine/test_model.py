@@ -12,6 +12,7 @@ import os
 import pytest
 import torch
 
+from engine.layers import DECODE_WEIGHT_MAX_ROWS
 from tests.engine.conftest import PagedSequences, prompt_logits
 
 PROMPTS = [
@@ -98,11 +99,13 @@ def test_bf16_packed_decode_matches_dense(smollm_bf16, smollm_fp32):
     model = smollm_bf16.model
     qkv = model.layers[0].self_attn.qkv_proj
     assert qkv.decode_weight is not None and model.lm_head_packed is not None
-    x = torch.randn(1, model.config.hidden_size, dtype=torch.bfloat16)
-    dense = torch.nn.functional.linear(x, qkv.weight).float()
-    with torch.inference_mode():
-        packed = qkv(x).float()
-    assert (packed - dense).abs().max() < 0.02 * dense.abs().max()
+    for rows in range(1, DECODE_WEIGHT_MAX_ROWS + 1):  # every row count the int4 copy serves
+        x = torch.randn(rows, model.config.hidden_size, dtype=torch.bfloat16)
+        dense = torch.nn.functional.linear(x, qkv.weight).float()
+        with torch.inference_mode():
+            packed = qkv(x)
+        assert torch.equal(packed, qkv.decode_weight.matmul(x))
+        assert (packed.float() - dense).abs().max() < 0.02 * dense.abs().max()
     ids = smollm_fp32.tokenizer.encode(PROMPTS[2])
     ref = PagedSequences(smollm_fp32.model)
     low = PagedSequences(model)
@@ -121,7 +124,7 @@ def test_bf16_multi_row_linears_use_prepacked_weights_bit_identically(smollm_bf1
     if not bf16_pack_available(model.lm_head_weight):
         pytest.skip("no oneDNN bf16 linear on this build")
     mlp = model.layers[3].mlp
-    for rows in (2, 40):
+    for rows in (DECODE_WEIGHT_MAX_ROWS + 1, 40):
         x = torch.randn(rows, model.config.hidden_size, dtype=torch.bfloat16)
         with torch.inference_mode():
             out = mlp.gate_up_proj(x)
@@ -160,3 +163,25 @@ def test_rope_matches_rotate_half_reference_exactly(dtype):
     ref_cos, ref_sin = angles.cos().to(dtype), angles.sin().to(dtype)
     rotated = torch.cat((-x[..., 32:], x[..., :32]), dim=-1)
     assert torch.equal(apply_rope(x, cos, sin), x * ref_cos + rotated * ref_sin)
+
+
+@pytest.mark.parametrize("rows", [1, 8, 64, 2048])
+def test_bf16_rms_norm_via_layer_norm_matches_rms_norm(rows):
+    from engine.layers import RMSNorm
+
+    norm = RMSNorm(576, 1e-5).to(torch.bfloat16)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(576))
+    x = (torch.randn(rows, 576) * 3).to(torch.bfloat16)
+    ref = torch.nn.functional.rms_norm(x, (576,), norm.weight, 1e-5)
+    with torch.inference_mode():
+        out = norm(x)
+    assert out.is_contiguous() and out.dtype == torch.bfloat16
+    torch.testing.assert_close(out, ref, rtol=2 ** -7, atol=2 ** -7)  # within one bf16 ulp
+    if rows <= 64:
+        assert (out != ref).float().mean() < 0.001
+    with torch.no_grad():
+        norm.weight.mul_(2)  # an in-place reload is picked up
+    with torch.inference_mode():
+        torch.testing.assert_close(norm(x), torch.nn.functional.rms_norm(
+            x, (576,), norm.weight, 1e-5), rtol=2 ** -7, atol=2 ** -7)

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from engine.sampler import Sampler
+from engine.sampler import Sampler, row_argmax
 from engine.sampling_params import SamplingParams
 from engine.sequence import Sequence
 
@@ -80,3 +80,15 @@ def test_penalties_push_away_from_repeated_tokens() -> None:
     presence = SamplingParams(temperature=0, presence_penalty=0.05)
     assert Sampler(CPU)(logits, seqs_with([presence], [[0, 0]])) == [0]  # 1.95 > 1.9
     assert logits[0, 0] == 2.0  # the caller's logits are untouched
+
+
+def test_row_argmax_is_argmax_with_first_index_on_ties() -> None:
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(6, 49152, generator=gen)
+    logits[1, 300] = logits[1, 40000] = 100.0  # tie across chunks: the first wins
+    logits[2, 5] = logits[2, 6] = 100.0        # tie inside a chunk
+    logits[3] = 0.0                            # a flat row
+    assert row_argmax(logits).tolist() == logits.argmax(dim=-1).tolist()
+    assert row_argmax(logits)[1:4].tolist() == [300, 5, 0]
+    odd = torch.randn(3, 1000, generator=gen)  # not a multiple of the chunk: plain argmax
+    assert row_argmax(odd).tolist() == odd.argmax(dim=-1).tolist()
