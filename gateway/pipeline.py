@@ -67,12 +67,7 @@ class Pipeline:
             self._account(ctx, outcome, assembler)
         if ctx.cache_status in ("exact", "semantic") or not ctx.route.caching_enabled():
             return
-        answer = assembler.answer()
-        if answer is not None and answer.cacheable() and not ctx.cache_control.no_store:
-            try:
-                await self.cache.store(ctx, answer)
-            except Exception:  # noqa: BLE001 - a cache failure never fails a request
-                log.exception("cache store failed for %s", ctx.request_id)
+        await self._store(ctx, assembler)
 
     async def _source(self, ctx: RequestContext, split: bool) -> AsyncIterator[Chunk]:
         """The cached answer replayed, or the transformed request sent upstream."""
@@ -108,12 +103,18 @@ class Pipeline:
         async for chunk in self.forward(sub, request):
             assembler.add(chunk)
             yield chunk
+        await self._store(sub, assembler)
+
+    async def _store(self, ctx: RequestContext, assembler: Assembler) -> None:
+        """Store the assembled answer unless it must not be kept; a cache failure never
+        fails a request."""
         answer = assembler.answer()
-        if answer is not None and answer.cacheable() and not sub.cache_control.no_store:
-            try:
-                await self.cache.store(sub, answer)
-            except Exception:  # noqa: BLE001 - a cache failure never fails a request
-                log.exception("cache store failed for %s", sub.request_id)
+        if answer is None or not answer.cacheable() or ctx.cache_control.no_store:
+            return
+        try:
+            await self.cache.store(ctx, answer)
+        except Exception:  # noqa: BLE001
+            log.exception("cache store failed for %s", ctx.request_id)
 
     async def forward(self, ctx: RequestContext, request: Any) -> AsyncIterator[Chunk]:
         """One (sub-)request upstream: the route's upstream, then its fallback if the first

@@ -10,6 +10,8 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
+from tests.gateway.test_pipeline import wait_until
+
 
 def ws_url(gateway, path: str = "/v1/ws") -> str:
     return gateway.base_url.replace("http://", "ws://") + path
@@ -80,15 +82,6 @@ def test_websocket_auth(keyed_gateway):
         chunks, done = ask(ws, {"model": "m", "messages": [{"role": "user", "content": "hi"}],
                                 "max_tokens": 2})
         assert done["type"] == "done"
-
-
-def wait_until(predicate, timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def test_leaving_mid_answer_frees_the_engines_blocks(gateway):
