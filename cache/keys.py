@@ -4,8 +4,9 @@ A request reaches the cache as plain data (`CacheRequest`): messages as dicts, t
 parameters as a dict. The exact key hashes everything that can change the answer, in a
 canonical JSON form (sorted keys, no whitespace, no unset fields), so field order and JSON
 formatting never change it while any answer-changing field always does. The semantic cache
-embeds only the last user turn; what comes before it is hashed into the partition, so two
-different conversations never share an entry.
+embeds only the last user turn (its question, when a long document comes first); what comes
+before it is hashed into the partition, so two different conversations, or two documents,
+never share an entry.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ SAMPLING_FIELDS = frozenset({
 DEFAULT_VALUES = {"n": 1, "echo": False, "logprobs": False}
 # Temperature at or under which sampling is treated as deterministic enough to cache.
 DEFAULT_TEMPERATURE = 1.0
+# A last user turn longer than this (characters; the embedder reads ~256 word pieces) is
+# split into its document, matched exactly, and its question, embedded (`split_turn`).
+QUESTION_MAX_CHARS = 1000
 
 
 @dataclass
@@ -128,14 +132,37 @@ def last_user_index(messages: list[dict[str, Any]]) -> int | None:
     return None
 
 
-def query_text(req: CacheRequest) -> str | None:
-    """The text the semantic cache embeds: the last user turn (or the prompt string)."""
+def split_turn(text: str) -> tuple[str, str | None]:
+    """(the part matched exactly, the question the semantic cache embeds) of a user turn.
+
+    The embedder reads about 256 word pieces: a longer turn (a pasted document, then the
+    question) would embed as its document alone, so two questions about one document would
+    look identical. Such a turn is split at its last blank line: the document joins the
+    exactly-matched context, the question is embedded and verified. A long turn without a
+    short last paragraph has no question to embed (None: exact cache only)."""
+    if len(text) <= QUESTION_MAX_CHARS:
+        return "", text
+    head, _, tail = text.strip().rpartition("\n\n")
+    if head and tail.strip() and len(tail) <= QUESTION_MAX_CHARS:
+        return head, tail
+    return text, None
+
+
+def _last_turn(req: CacheRequest) -> str | None:
+    """The last user turn's text (or the prompt string); None when it is not the end."""
     if req.kind == "completion":
         return req.prompt if isinstance(req.prompt, str) else None
     i = last_user_index(req.messages)
     if i is None or i != len(req.messages) - 1:
         return None  # the request does not end with a user turn (e.g. a tool result)
     return message_text(req.messages[i])
+
+
+def query_text(req: CacheRequest) -> str | None:
+    """The text the semantic cache embeds: the last user turn (or the prompt string), or
+    its question when it is long (`split_turn`)."""
+    turn = _last_turn(req)
+    return None if turn is None else split_turn(turn)[1]
 
 
 def context_hash(req: CacheRequest, mode: ContextMode = "full") -> str:
@@ -146,7 +173,9 @@ def context_hash(req: CacheRequest, mode: ContextMode = "full") -> str:
         before = [m for m in before if m.get("role") in ("system", "developer")]
     elif mode == "none":
         before = []
-    return _digest("context", canonical_json([canonical_message(m) for m in before]))
+    turn = _last_turn(req)
+    document = split_turn(turn)[0] if turn is not None else ""  # whatever the mode
+    return _digest("context", canonical_json([canonical_message(m) for m in before]), document)
 
 
 def partition_key(req: CacheRequest, mode: ContextMode = "full") -> str:

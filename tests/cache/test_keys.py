@@ -73,3 +73,31 @@ def test_query_text_is_the_last_user_turn_only():
     tool_last = [{"role": "user", "content": "q"}, {"role": "tool", "content": "r"}]
     assert query_text(req(messages=tool_last)) is None
     assert query_text(req(kind="completion", messages=[], prompt="p")) == "p"
+
+
+def test_a_long_turn_embeds_its_question_and_matches_its_document_exactly():
+    """A pasted document then a question: the embedder would read only the document, so two
+    questions about it would look the same. The document goes to the partition instead."""
+    doc_a = "Document A\n\n" + "The red team ships on Mondays. " * 60
+    doc_b = "Document B\n\n" + "The blue team ships on Fridays. " * 60
+
+    def ask(doc: str, question: str, **kw) -> CacheRequest:
+        return req(messages=[{"role": "user", "content": f"{doc}\n\n{question}"}], **kw)
+
+    q1, q2 = "Question: when does it ship?", "Question: who ships?"
+    assert query_text(ask(doc_a, q1)) == q1 and query_text(ask(doc_a, q2)) == q2
+    assert partition_key(ask(doc_a, q1)) == partition_key(ask(doc_a, q2))
+    assert partition_key(ask(doc_a, q1)) != partition_key(ask(doc_b, q1))
+    # the document counts in every context mode, even "none"
+    assert context_hash(ask(doc_a, q1), "none") != context_hash(ask(doc_b, q1), "none")
+    short = req(messages=[{"role": "user", "content": "x"}])
+    assert context_hash(req(), "none") == context_hash(short, "none")  # short turns: no doc
+    # a long turn with no short last paragraph has nothing to embed: exact cache only
+    assert query_text(req(messages=[{"role": "user", "content": doc_a.replace("\n", " ")}])) \
+        is None
+    assert query_text(ask(doc_a, "Question: " + "why? " * 300)) is None
+    # completions: the prompt string is split the same way
+    prompt = req(kind="completion", messages=[], prompt=f"{doc_a}\n\n{q1}")
+    assert query_text(prompt) == q1
+    assert partition_key(prompt) != partition_key(
+        req(kind="completion", messages=[], prompt=f"{doc_b}\n\n{q1}"))
