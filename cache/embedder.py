@@ -6,6 +6,8 @@ while an encode runs wait for it and are then encoded together in one call. Enco
 on one worker thread of its own, so the event loop never blocks on the model. That thread
 runs torch with `HEADSTART_EMBED_THREADS` intra-op threads (default 1): a one-sentence
 encode gains nothing from more, and on a busy CPU extra threads spin and slow it tenfold.
+When the bundled engine runs on the same CPU, the gateway sets `executor` to the engine's
+step thread instead, so encodes run between engine steps rather than against them.
 
 Encoding calls the tokenizer and the BERT encoder directly (mean pooling over the attention
 mask, then L2 norm: what the sentence-transformers pipeline of this model does), the encoder
@@ -22,7 +24,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +62,8 @@ class Embedder:
         self._queues: dict[int, list[_Pending]] = {}  # per event loop id
         self._flushers: dict[int, asyncio.Task] = {}
         self._executor: ThreadPoolExecutor | None = None
+        #: where async encodes run; None: a worker thread of the embedder's own
+        self.executor: Executor | None = None
 
     @classmethod
     def shared(cls) -> Embedder:
@@ -98,6 +102,19 @@ class Embedder:
             self._remember(missing, vecs)
         return np.stack([found[t] for t in texts]).astype(np.float32, copy=False)
 
+    def tokens_sync(self, text: str) -> tuple[np.ndarray, list[str]]:
+        """The contextual vector of each word piece of `text` (L2-normalised rows, no
+        [CLS]/[SEP]) and the pieces themselves: what the learned verifier aligns."""
+        with self._encode_lock:
+            if self._encoder is None:
+                self._encoder = _Encoder(self.model)
+            return self._encoder.pieces(text)
+
+    async def tokens(self, text: str) -> tuple[np.ndarray, list[str]]:
+        """`tokens_sync` on the embedder's worker thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker(), self.tokens_sync, text)
+
     def _recall(self, texts: list[str]) -> dict[str, np.ndarray]:
         with self._recent_lock:
             out = {}
@@ -129,6 +146,9 @@ class Embedder:
         """Encode without blocking the loop; concurrent callers share one model call."""
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
+        if len(texts) > self.max_batch:  # bounded model calls: short turns on a shared thread
+            parts = [texts[i:i + self.max_batch] for i in range(0, len(texts), self.max_batch)]
+            return np.concatenate(await asyncio.gather(*(self.embed(p) for p in parts)))
         loop = asyncio.get_running_loop()
         key = id(loop)
         pending = _Pending(list(texts), loop.create_future())
@@ -138,7 +158,9 @@ class Embedder:
             self._flushers[key] = loop.create_task(self._flush_soon(key))
         return await pending.future
 
-    def _worker(self) -> ThreadPoolExecutor:
+    def _worker(self) -> Executor:
+        if self.executor is not None:
+            return self.executor
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="embedder",
                                                 initializer=_limit_threads)
@@ -224,6 +246,17 @@ class _Encoder:
             pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
             pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
         return np.ascontiguousarray(pooled.float().numpy(), dtype=np.float32)
+
+
+    def pieces(self, text: str) -> tuple[np.ndarray, list[str]]:
+        import torch
+
+        ids, mask, types = self._batch([text])
+        with torch.inference_mode():
+            hidden = (self.forward or self.eager)(ids, mask, types)[0, 1:-1]
+            hidden = torch.nn.functional.normalize(hidden.float(), p=2, dim=1)
+        names = self.tokenizer.convert_ids_to_tokens(ids[0].tolist())[1:-1]
+        return np.ascontiguousarray(hidden.numpy(), dtype=np.float32), names
 
 
 def _frozen(module: Any, example: tuple) -> Any:

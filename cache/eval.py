@@ -83,6 +83,9 @@ class _TableEmbedder:
                 self.table[t] = v
         return np.stack([self.table[t] for t in texts])
 
+    async def tokens(self, text: str):
+        return await self.real.tokens(text)
+
 
 def _request(side: str | list[dict[str, Any]], settings: CacheSettings) -> CacheRequest:
     messages = [{"role": "user", "content": side}] if isinstance(side, str) else list(side)

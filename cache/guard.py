@@ -13,6 +13,9 @@ dates, named entities and their order, negation, antonyms and role opposites ("o
       not a single short span swapped) and the similarity reaches the route's threshold,
       lowered by `few_unmatched_relief` when at most `few_unmatched` content words a side
       are left unmatched: a reworded paraphrase.
+A rewording must still ask for the same thing ("how much" / "how long", "when" / "where").
+A reworded pair rejected on content carries `PairSignals` for the learned verifier
+(`to_verify`, `Guard.verified`), which may pass it within `relief` under the bar.
 A minimal edit that swaps a content word ("adults" -> "children", "economy" -> "business")
 passes neither, unless the caller finds the swapped words to be synonyms by their own
 embeddings (`swapped_words`, `synonym_pairs`, `same=`). The guard never raises; anything it
@@ -29,9 +32,11 @@ import numpy as np
 
 from cache.lexicon import DATE_WORDS
 from cache.question import Question, read, stem
+from cache.verifier import PairSignals, Verifier, shipped
 from cache.wording import aliases, opposite, spelled_out, synonyms, typo, unmatched
 
-__all__ = ["Guard", "GuardConfig", "Verdict", "read", "swapped_words", "synonym_pairs"]
+__all__ = ["Guard", "GuardConfig", "Verdict", "read", "swapped_words", "synonym_pairs",
+           "to_verify"]
 MAX_SWAPS = 2  # unmatched words a side that may still be synonyms of the other side's
 
 
@@ -47,6 +52,8 @@ class GuardConfig:
     synonym_cosine: float = 0.80  # one word swapped for one whose own embedding is this close
     # is read as a synonym (co-hyponyms such as red/blue, men/women, puppy/kitten stay under
     # 0.76; shop/store 0.66 and fix/repair 0.63 need the lexicon)
+    verify: bool = True  # load the learned verifier (cache/verifier.py); a route's
+    # `CacheSettings.verifier` decides whether a lookup consults it
 
 
 @dataclass
@@ -111,6 +118,28 @@ def _swapped(a: Question, b: Question, only: frozenset[str] | None = None) -> bo
                for w, p in ra.items())
 
 
+ASPECTS = frozenset("when where who why".split())
+HOW_ASPECTS = frozenset("much many long often far old soon big".split())
+
+
+def _aspects(q: Question) -> set[str]:
+    """What a question asks for: "how much", "how long", "when", "who" ... (empty for a
+    yes/no question). A rewording may reword everything but this. A wh-word counts only
+    opening the question ("when" inside it is a conjunction); "how many days" is "how long"."""
+    toks = q.tokens
+    out = {toks[0]} if toks and toks[0] in ASPECTS else set()
+    for i, (x, y) in enumerate(zip(toks, toks[1:], strict=False)):
+        if x == "how" and y in HOW_ASPECTS:
+            unit = toks[i + 2] if i + 2 < len(toks) else ""
+            out.add("how long" if y == "many" and unit in DATE_WORDS else f"how {y}")
+    return out
+
+
+def _same_aspect(a: Question, b: Question) -> bool:
+    asked_a, asked_b = _aspects(a), _aspects(b)
+    return not asked_a or not asked_b or bool(asked_a & asked_b)
+
+
 def _order(q: Question) -> list[str]:
     """Named entities in reading order (catches "from MySQL to Postgres" vs the reverse)."""
     return [t for t in q.tokens if t in q.entities]
@@ -132,6 +161,14 @@ def swapped_words(verdict: Verdict) -> tuple[list[str], list[str]] | None:
     return verdict.details["a"], verdict.details["b"]
 
 
+def to_verify(verdict: Verdict) -> PairSignals | None:
+    """The signals of a reworded pair the guard rejected on content that the learned
+    verifier may still pass (see `Guard.verified`), else None."""
+    if verdict.reason != "content" or not verdict.details.get("verify"):
+        return None
+    return verdict.details["signals"]
+
+
 def synonym_pairs(a: list[str], b: list[str], sims: np.ndarray, bar: float) -> frozenset[str]:
     """Words of `a` and `b` paired one to one, closest first, where their own embeddings'
     cosine (`sims[i, j]` for a[i], b[j]) reaches `bar`."""
@@ -150,8 +187,17 @@ def synonym_pairs(a: list[str], b: list[str], sims: np.ndarray, bar: float) -> f
 class Guard:
     """`check(cached_text, new_text, similarity) -> Verdict`; never raises."""
 
-    def __init__(self, config: GuardConfig | None = None) -> None:
+    def __init__(self, config: GuardConfig | None = None,
+                 verifier: Verifier | None = None) -> None:
         self.config = config or GuardConfig()
+        self.verifier = verifier or (shipped() if self.config.verify else None)
+
+    def verified(self, signals: PairSignals) -> Verdict | None:
+        """A pass for `signals` (from `to_verify`, completed by `PairSignals.with_pieces`)
+        when the verifier accepts them, else None."""
+        if self.verifier is None or self.verifier.score(signals) < self.verifier.threshold:
+            return None
+        return Verdict(True, "verified", {"score": round(self.verifier.score(signals), 3)})
 
     def check(self, cached: str, new: str, similarity: float,
               threshold: float | None = None, same: frozenset[str] = frozenset()) -> Verdict:
@@ -202,9 +248,14 @@ class Guard:
         if len(missing_a) <= few and len(missing_b) <= few:
             bar -= self.config.few_unmatched_relief  # most words line up: likely synonyms
         reworded = matcher.ratio() < self.config.reword_overlap and not _one_swap(matcher)
-        if reworded and similarity >= bar:
+        if reworded and similarity >= bar and _same_aspect(a, b):
             return Verdict(True, "reworded", {"unmatched": n_unmatched})
         details: dict = {"a": missing_a, "b": missing_b}
+        if reworded:
+            details["signals"] = PairSignals(similarity, a.text, b.text, tuple(missing_a),
+                                             tuple(missing_b))
+            details["verify"] = self.verifier is not None and _same_aspect(a, b) \
+                and similarity >= bar - self.verifier.relief
         if not same and 1 <= len(missing_a) <= MAX_SWAPS and 1 <= len(missing_b) <= MAX_SWAPS \
                 and similarity >= bar:
             details["swap"] = True  # a word or two swapped for others: maybe synonyms

@@ -13,7 +13,7 @@ FUNCTION_WORDS = frozenset(
     here is are was were be been being am do does did done doing have has had having can could
     would should will shall may might must need needs needed to of in on at by for from with
     as into onto about over under up out off than then and or but if so how what which where
-    when why who whom whose whats hows wheres whens whos any some anything something one
+    when why whether who whom whose whats hows wheres whens whos any some anything something one
     get got getting go going way ways possible able allowed let lets want wanted wish know tell
     please also still really exactly currently ever best there s t d ll ve re m o much many
     way steps step someone somebody something thing things process procedure""".split()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cache.guard import Guard, Verdict, swapped_words, synonym_pairs
+from cache.guard import Guard, Verdict, swapped_words, synonym_pairs, to_verify
 from cache.index import IndexedEntry, VectorIndex
 from cache.keys import CacheRequest, partition_key, query_text
 from cache.settings import CacheSettings
@@ -76,7 +76,8 @@ class SemanticCache:
             own = cand.entry.threshold if settings.adaptive else None
             bar = max(settings.threshold, own or 0.0)
             if settings.guard:
-                ok = (await self.verify(cand.entry.question, text, cand.similarity, bar)).ok
+                ok = (await self.verify(cand.entry.question, text, cand.similarity, bar,
+                                        learned=settings.verifier)).ok
             else:
                 ok = cand.similarity >= bar
             if not ok:
@@ -93,9 +94,12 @@ class SemanticCache:
             return result
         return result
 
-    async def verify(self, cached: str, new: str, similarity: float, bar: float) -> Verdict:
+    async def verify(self, cached: str, new: str, similarity: float, bar: float,
+                     learned: bool = False) -> Verdict:
         """The guard's verdict; when the two differ by a word or two swapped for others, the
-        words' own embeddings decide which are synonyms (one small extra embedding call)."""
+        words' own embeddings decide which are synonyms (one small extra embedding call);
+        with `learned`, a rewording the word rules cannot match goes to the learned verifier,
+        which reads both questions' word pieces in context (cache/verifier.py)."""
         verdict = self.guard.check(cached, new, similarity, bar)
         if (swap := swapped_words(verdict)) is not None:
             a, b = swap
@@ -104,6 +108,11 @@ class SemanticCache:
                                  self.guard.config.synonym_cosine)
             if same:
                 verdict = self.guard.check(cached, new, similarity, bar, same=same)
+        if learned and (signals := to_verify(verdict)) is not None \
+                and hasattr(self.embedder, "tokens"):
+            signals = signals.with_pieces(await self.embedder.tokens(cached),
+                                          await self.embedder.tokens(new))
+            verdict = self.guard.verified(signals) or verdict
         return verdict
 
     def attach(self, entry: CacheEntry, req: CacheRequest, settings: CacheSettings,

@@ -21,6 +21,9 @@ class CacheSettings:
     allow_tools: bool = False
     guard: bool = True
     adaptive: bool = True  # raise an entry's bar when a close neighbour has another answer
+    verifier: bool = False  # let the learned verifier pass rewordings a little under the
+    # bar when their unmatched words are said by the other side in context (cache/verifier.py;
+    # off: on the held-out split it served 3 reworded traps of 94)
 
     @property
     def enabled(self) -> bool:

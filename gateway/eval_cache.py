@@ -31,6 +31,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--split", choices=["all", "held_out", "train"], default="all",
                    help="fixed split by id hash (30%% held out from tuning)")
     p.add_argument("--threshold", type=float, help="override the route's threshold")
+    p.add_argument("--verifier", choices=["on", "off"],
+                   help="the learned verifier (default: the route's setting, off)")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
     return p.parse_args(argv)
 
@@ -59,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
               f"its semantic policy as if enabled", file=sys.stderr)
     if args.threshold is not None:
         settings = replace(settings, threshold=args.threshold)
+    if args.verifier is not None:
+        settings = replace(settings, verifier=args.verifier == "on")
     pairs = []
     for path in args.pairs:
         if not os.path.exists(path):
@@ -70,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     report = asyncio.run(evaluate(pairs, settings))
     title = (f"semantic cache of route {route.name!r}: threshold {settings.threshold}, "
-             f"guard {'on' if settings.guard else 'off'}, context {settings.context}, "
+             f"guard {'on' if settings.guard else 'off'}, "
+             f"verifier {'on' if settings.verifier else 'off'}, context {settings.context}, "
              f"split {args.split}")
     print(format_table(report, title))
     if args.json:

@@ -29,6 +29,28 @@ async def test_concurrent_callers_get_their_own_rows():
         assert row.shape == (1, 384) and np.allclose(row[0], alone[i], atol=1e-4)
 
 
+async def test_a_large_input_is_encoded_in_bounded_calls_on_the_given_executor():
+    """Embedder.executor (the engine's step thread in the gateway) gets calls of at most
+    max_batch texts, rows in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    class Counting(ThreadPoolExecutor):
+        sizes: list[int] = []
+
+        def submit(self, fn, /, *args, **kwargs):
+            self.sizes.append(len(args[0]))
+            return super().submit(fn, *args, **kwargs)
+
+    emb = Embedder(max_batch=4)
+    emb._model = Embedder.shared().model  # the same weights, no second load
+    emb.executor = Counting(1)
+    texts = [f"sentence {i} about bounded calls" for i in range(10)]
+    vecs = await emb.embed(texts)
+    assert max(Counting.sizes) <= 4 and sum(Counting.sizes) == 10
+    assert np.allclose(vecs, Embedder.shared().embed_sync(texts), atol=1e-4)
+    emb.executor.shutdown()
+
+
 async def test_the_loop_keeps_running_while_encoding():
     emb = Embedder.shared()
     ticks = 0

@@ -36,6 +36,15 @@ async def test_second_set_of_own_cases_typos_synonyms_and_siblings():
     assert report.true_hit_rate >= 0.8
 
 
+async def test_reworded_own_cases_serve_no_new_false_hits():
+    """Sets 3 and 4: rewordings that are the same question, and rewordings that ask
+    something else. Two known false hits: a detail added at high similarity."""
+    pairs = load_pairs(DATA / "extra_pairs_3.jsonl") + load_pairs(DATA / "extra_pairs_4.jsonl")
+    report = await evaluate(pairs, CacheSettings(route="r", semantic_enabled=True))
+    assert set(report.false_hit_ids) <= {"s3-f07", "s4-f13"}
+    assert report.true_hits >= 16 and report.should_hit == 27
+
+
 async def test_no_hits_across_different_conversations():
     pairs = load_pairs(FOW / "conv-parts") + load_pairs(DATA / "extra_conversations.jsonl")
     report = await evaluate(pairs, S)

@@ -48,3 +48,17 @@ async def test_verify_without_a_swap_makes_no_extra_embedding_call(cache):
     verdict = await cache.semantic.verify("What's the easiest way to learn Spanish?",
                                           "What's the simplest way to learn Spanish?", 0.97, 0.78)
     assert not verdict.ok  # 0.70 apart: not close enough to read as a synonym
+
+
+async def test_the_learned_verifier_serves_a_rewording_under_the_bar_only_when_on(cache):
+    from dataclasses import replace
+
+    on, off = replace(S, verifier=True), S
+    await cache.store(ask("Why is my internet so slow?"), {"content": "A"}, S)
+    reworded = ask("What's making my broadband sluggish?")  # cosine ~0.70, under 0.78
+    assert (await cache.lookup(reworded, off)).status == "miss"
+    hit = await cache.lookup(reworded, on)
+    assert hit.status == "semantic" and hit.answer == {"content": "A"}
+    # a different question in other words is still turned down
+    assert (await cache.lookup(ask("How do I upgrade to a faster broadband package?"), on)) \
+        .status == "miss"
