@@ -7,17 +7,28 @@ with `litellm[proxy]`).
     python -m bench.gateway_overhead [--requests 200] [--engine-url URL]
                                      [--litellm-proxy BIN] [--out DIR] [--workers N]
 
-Reports p50/p99 per path and the added latency (proxy − direct) at p50 and p99, for
-non-streaming requests (whole answer) and streaming ones (first byte), plus each proxy's
-CPU time per request (its cost, whatever the machine's load). Targets: ≤ 1 ms p50 and
-≤ 5 ms p99 added (LiteLLM's proxy publishes 12 ms median and 43 ms p99).
+What it measures: one client (httpx, keep-alive) sends the same request (`max_tokens: 1`,
+a fixed prompt) to each path in turn, rotating which goes first, so the paths see the same
+engine, prompt-cache state and machine load. The added latency of a proxy is its p50 (p99)
+minus the direct path's p50 (p99): the proxy's own processing plus the extra loopback
+HTTP hop (the client's connection to the proxy and the proxy's to the engine), which is
+the price of any gateway. The engine's own jitter (tens of ms on a busy machine) dwarfs a
+1 ms difference, so each added p50 comes with a 95% bootstrap interval and the median of
+the per-round differences (proxy − direct in the same round, robust to load drifting
+during the run). Streaming requests are timed to the first body byte (the first token);
+non-streaming ones to the whole answer. `proxy CPU/request` is the proxy process's CPU
+time over the timed requests divided by their number: its cost whatever the load, and the
+steadiest number here; `net of idle` subtracts what the process burns with no request in
+flight (uvicorn's 10 Hz tick and other timers, measured over 3 s before the timed loop),
+which otherwise grows with the engine's latency rather than with the proxy's work. Targets: ≤ 1 ms p50 and ≤ 5 ms p99 added
+(LiteLLM's proxy publishes 12 ms median and 43 ms p99).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import random
 import statistics
 import tempfile
 import time
@@ -38,18 +49,39 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
+def added_p50_interval(proxy: list[float], direct: list[float], rounds: int = 2000,
+                       seed: int = 0) -> tuple[float, float]:
+    """95% bootstrap interval of p50(proxy) − p50(direct), resampling each path."""
+    rng = random.Random(seed)
+    diffs = sorted(statistics.median(rng.choices(proxy, k=len(proxy)))
+                   - statistics.median(rng.choices(direct, k=len(direct)))
+                   for _ in range(rounds))
+    return diffs[int(0.025 * rounds)], diffs[int(0.975 * rounds) - 1]
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process and its children (`--workers`) have used (Linux
-    /proc), in seconds."""
-    total = 0.0
+    """CPU time a process and its children (`--workers`) have used, in seconds: the sum of
+    their threads' scheduler run times (Linux /proc/*/task/*/schedstat, in ns; the 10 ms
+    ticks of /proc/*/stat are too coarse for idle windows)."""
+    total_ns = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # the process ended meanwhile
+            if stat.parent.name != str(pid) and fields[1] != str(pid):
+                continue  # neither the process nor one of its children
+            for task in (stat.parent / "task").iterdir():
+                total_ns += int((task / "schedstat").read_text().split()[0])
+        except OSError:  # the process or a thread ended meanwhile
             continue
-        if stat.parent.name == str(pid) or fields[1] == str(pid):  # itself or a child
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    return total_ns / 1e9
+
+
+def idle_cpu_rate(pids: dict[str, int], seconds: float = 3.0) -> dict[str, float]:
+    """CPU seconds per second each process uses with no request in flight (timers, e.g.
+    uvicorn's 10 Hz tick): charged to requests it would grow with the engine's latency."""
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    time.sleep(seconds)
+    return {name: (cpu_seconds(pid) - before[name]) / seconds for name, pid in pids.items()}
 
 
 def start_headstart(engine_url: str, workdir: Path, workers: int = 1) -> ServerProcess:
@@ -83,17 +115,22 @@ def start_litellm_proxy(binary: str, engine_url: str, workdir: Path) -> ServerPr
 
 
 def one(client: httpx.Client, url: str, body: dict, stream: bool) -> float:
-    """Seconds to the whole answer (stream=False) or to the first body byte (stream)."""
+    """Seconds to the whole answer (stream=False) or to the first body byte (stream; the
+    stream is still read to its end so the connection is kept)."""
     t0 = time.perf_counter()
     if not stream:
         r = client.post(url, json=body)
         r.raise_for_status()
         return time.perf_counter() - t0
+    first = None
     with client.stream("POST", url, json={**body, "stream": True}) as r:
         r.raise_for_status()
-        for _ in r.iter_bytes():
-            return time.perf_counter() - t0
-    raise RuntimeError("empty stream")
+        for _ in r.iter_bytes():  # read to the end, as a streaming client does: leaving
+            if first is None:  # early would close both connections (and abort upstream)
+                first = time.perf_counter() - t0
+    if first is None:
+        raise RuntimeError("empty stream")
+    return first
 
 
 def measure(paths: dict[str, tuple[str, int | None]], n: int, stream: bool) -> dict:
@@ -107,41 +144,61 @@ def measure(paths: dict[str, tuple[str, int | None]], n: int, stream: bool) -> d
         for _ in range(10):  # warm up connections and the engine's prefix cache
             for url, _pid in paths.values():
                 one(client, url + "/v1/chat/completions", body, stream)
-        cpu0 = {name: cpu_seconds(pid) for name, (_, pid) in paths.items() if pid}
+        pids = {name: pid for name, (_, pid) in paths.items() if pid}
+        idle = idle_cpu_rate(pids)
+        cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        t0 = time.perf_counter()
         for i in range(n):
             for j in range(len(names)):
                 name = names[(i + j) % len(names)]
                 times[name].append(one(client, paths[name][0] + "/v1/chat/completions",
                                        body, stream))
+        elapsed = time.perf_counter() - t0
         for name, start in cpu0.items():
-            cpu[name] = (cpu_seconds(paths[name][1]) - start) * 1000 / n
+            used = cpu_seconds(pids[name]) - start
+            cpu[name] = (used * 1000 / n, (used - idle[name] * elapsed) * 1000 / n)
     result: dict = {"requests": n}
     for name, vals in times.items():
         ms = [v * 1000 for v in vals]
+        raw_cpu, net_cpu = cpu.get(name, (None, None))
         result[name] = {"p50_ms": percentile(ms, 0.5), "p99_ms": percentile(ms, 0.99),
-                        "mean_ms": statistics.fmean(ms), "cpu_ms_per_request": cpu.get(name)}
+                        "mean_ms": statistics.fmean(ms), "cpu_ms_per_request": raw_cpu,
+                        "cpu_ms_per_request_net_of_idle": net_cpu}
+    direct = [v * 1000 for v in times["direct"]]
     for name in names[1:]:
+        proxy = [v * 1000 for v in times[name]]
         result[name]["added_p50_ms"] = result[name]["p50_ms"] - result["direct"]["p50_ms"]
         result[name]["added_p99_ms"] = result[name]["p99_ms"] - result["direct"]["p99_ms"]
+        result[name]["added_p50_ci_ms"] = added_p50_interval(proxy, direct)
+        result[name]["paired_added_median_ms"] = statistics.median(
+            p - d for p, d in zip(proxy, direct, strict=True))
     return result
 
 
 def table(results: dict) -> str:
-    lines = ["| mode | path | p50 | p99 | added p50 | added p99 | proxy CPU/request |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| mode | path | p50 | p99 | added p50 | added p99 | added p50 95% CI "
+             "| paired added median | proxy CPU/request | net of idle |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for mode, r in results.items():
         for name, row in r.items():
             if not isinstance(row, dict):
                 continue
-            added = (f"**{row['added_p50_ms']:.2f}** | **{row['added_p99_ms']:.2f}**"
-                     if "added_p50_ms" in row else "– | –")
-            cpu = f"{row['cpu_ms_per_request']:.2f}" if row["cpu_ms_per_request"] else "–"
+            added = "– | – | – | –"
+            net = row.get("cpu_ms_per_request_net_of_idle")
+            if "added_p50_ms" in row:
+                lo, hi = row["added_p50_ci_ms"]
+                added = (f"**{row['added_p50_ms']:.2f}** | **{row['added_p99_ms']:.2f}** | "
+                         f"{lo:.2f} … {hi:.2f} | {row['paired_added_median_ms']:.2f}")
+            cpu = (f"{row['cpu_ms_per_request']:.2f} | {net:.2f}"
+                   if row["cpu_ms_per_request"] is not None else "– | –")
             lines.append(f"| {mode} | {name} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} | "
                          f"{added} | {cpu} |")
     lines.append(f"\nms, {next(iter(results.values()))['requests']} requests per path and mode, "
                  f"interleaved. Targets: added ≤ {TARGET_P50_MS} ms p50, ≤ {TARGET_P99_MS} ms "
-                 "p99 (LiteLLM proxy publishes 12 ms / 43 ms). `proxy CPU/request`: the proxy "
-                 "process's user+system CPU time per request, its cost whatever the load.")
+                 "p99 (LiteLLM proxy publishes 12 ms / 43 ms). `paired added median`: median "
+                 "over rounds of (proxy − direct) in the same round. `proxy CPU/request`: the "
+                 "proxy process's CPU time per request, its cost whatever the load; `net of "
+                 "idle`: less what it burns with nothing in flight (measured just before).")
     return "\n".join(lines)
 
 

@@ -7,11 +7,14 @@ OpenAI-style error before anything reaches a cache or an upstream: too large (41
 
 from __future__ import annotations
 
-import uuid
+import itertools
+import os
+from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
+from starlette.types import Receive, Scope
 
 from engine.protocol import APIError, ChatCompletionRequest, CompletionRequest
 from gateway.context import CacheControl, RequestContext
@@ -20,15 +23,15 @@ from gateway.errors import from_pydantic
 M = TypeVar("M", bound=BaseModel)
 
 
+def header_map(scope: Scope) -> dict[str, str]:
+    """The request's headers as a plain dict (the last of repeated ones): one pass instead
+    of a scan of the header list (and a KeyError when absent) on every lookup."""
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+
+
 async def read_body(request: Request, limit: int) -> bytes:
     """The raw body, refusing more than `limit` bytes whatever Content-Length claims."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            if int(declared) > limit:
-                raise _too_large(limit)
-        except ValueError:
-            raise APIError(400, "Invalid Content-Length header") from None
+    _check_declared(request.headers.get("content-length"), limit)
     parts: list[bytes] = []
     size = 0
     async for part in request.stream():
@@ -37,6 +40,34 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise _too_large(limit)
         parts.append(part)
     return b"".join(parts)
+
+
+async def receive_body(receive: Receive, declared: str | None, limit: int) -> bytes:
+    """`read_body` straight from the ASGI `receive` (`declared`: the Content-Length
+    header); raises `ClientDisconnect` if the client leaves first."""
+    _check_declared(declared, limit)
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        part = message.get("body", b"")
+        size += len(part)
+        if size > limit:
+            raise _too_large(limit)
+        parts.append(part)
+        if not message.get("more_body", False):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _check_declared(declared: str | None, limit: int) -> None:
+    if declared is not None:
+        try:
+            if int(declared) > limit:
+                raise _too_large(limit)
+        except ValueError:
+            raise APIError(400, "Invalid Content-Length header") from None
 
 
 def _too_large(limit: int) -> APIError:
@@ -80,10 +111,16 @@ def request_id_for(conn: HTTPConnection) -> str:
     return pick_request_id(conn.headers.get("x-request-id"))
 
 
+_ID_PREFIX = os.urandom(6).hex()  # per process: ids stay unique across workers and restarts
+_ID_COUNTER = itertools.count(int.from_bytes(os.urandom(3), "big"))
+
+
 def pick_request_id(given: str | None) -> str:
+    """The caller's id when sensible, else a new `req-` + 24 hex digits (a random
+    per-process prefix and a counter: no system call per request, unlike uuid4)."""
     if given and len(given) <= 128 and given.isprintable():
         return given
-    return f"req-{uuid.uuid4().hex[:24]}"
+    return f"req-{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFFFFFF:012x}"
 
 
 def build_context(
@@ -94,17 +131,21 @@ def build_context(
     tenant: str | None,
     *,
     session_id: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> RequestContext:
-    """Resolve the route and collect the per-request controls (headers or body fields)."""
+    """Resolve the route and collect the per-request controls (headers or body fields).
+    `headers`: the connection's headers already read into a dict (`header_map`)."""
+    if headers is None:
+        headers = conn.headers
     route = conn.app.state.routes.resolve(body.model, route_name)
     cache_opts: dict[str, Any] = body.cache or {}
     namespace = None
     if route.cache.namespace_header:
-        namespace = conn.headers.get("x-cache-namespace") or cache_opts.get("namespace")
+        namespace = headers.get("x-cache-namespace") or cache_opts.get("namespace")
         if namespace is not None and not isinstance(namespace, str):
             raise APIError(400, "cache.namespace must be a string", param="cache.namespace")
     try:
-        cache_control = CacheControl.parse(conn.headers.get("cache-control"), cache_opts)
+        cache_control = CacheControl.parse(headers.get("cache-control"), cache_opts)
     except (TypeError, ValueError):
         raise APIError(400, "cache.max_age must be a number", param="cache.max_age") from None
     return RequestContext(
@@ -114,6 +155,6 @@ def build_context(
         route=route,
         tenant=tenant,
         namespace=namespace,
-        session_id=session_id or conn.headers.get("x-session-id") or body.session_id,
+        session_id=session_id or headers.get("x-session-id") or body.session_id,
         cache_control=cache_control,
     )

@@ -19,7 +19,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope, Send
 
 from engine.protocol import APIError, ChatCompletionRequest, CompletionRequest
-from gateway.deps import build_context, parse_model, pick_request_id, read_body
+from gateway.coalesced_send import CoalescedSend
+from gateway.deps import build_context, header_map, parse_model, pick_request_id, receive_body
 from gateway.responses import ClientWatch, send_json, write_answer
 
 if TYPE_CHECKING:
@@ -55,25 +56,21 @@ async def serve_generation(app: FastAPI, scope: Scope, receive: Receive, send: S
     kind, model = ENDPOINTS[endpoint]
     state = app.state
     request = Request(scope, receive)
-    request_id = pick_request_id(request.headers.get("x-request-id"))
+    headers = header_map(scope)
+    request_id = pick_request_id(headers.get("x-request-id"))
     scope.setdefault("state", {})["request_id"] = request_id
-    started = False
-
-    async def tracked(message: Any) -> None:
-        nonlocal started
-        started = True
-        await send(message)
-
+    out = CoalescedSend(send)
     watch: ClientWatch | None = None
     try:
         if scope["method"] != "POST":
             raise APIError(405, f"Method {scope['method']} is not allowed on {scope['path']}")
         tenant = state.auth.tenant_for(request)
-        raw = await read_body(request, state.config.limits.max_body_bytes)
+        raw = await receive_body(receive, headers.get("content-length"),
+                                 state.config.limits.max_body_bytes)
         body = parse_model(raw, model)
-        ctx = build_context(request, kind, body, route_name, tenant)
+        ctx = build_context(request, kind, body, route_name, tenant, headers=headers)
         watch = ClientWatch(receive)
-        await write_answer(ctx, state.pipeline, tracked)
+        await write_answer(ctx, state.pipeline, out)
     except asyncio.CancelledError:
         if watch is None or not watch.gone:
             raise  # the server is shutting down
@@ -81,19 +78,19 @@ async def serve_generation(app: FastAPI, scope: Scope, receive: Receive, send: S
     except ClientDisconnect:
         return
     except APIError as e:
-        if not started:
-            await _send_error(send, e, request_id)
+        if not out.started:
+            await _send_error(out, e, request_id)
     except Exception as e:  # noqa: BLE001 - any failure still answers OpenAI-style
         log.exception("unhandled error on %s %s", scope["method"], scope["path"])
-        if not started:
-            await _send_error(send, APIError(500, f"Internal error: {type(e).__name__}"),
+        if not out.started:
+            await _send_error(out, APIError(500, f"Internal error: {type(e).__name__}"),
                               request_id)
     finally:
         if watch is not None:
             watch.stop()
 
 
-async def _send_error(send: Send, err: APIError, request_id: str) -> None:
+async def _send_error(send: CoalescedSend, err: APIError, request_id: str) -> None:
     headers = [(b"x-request-id", request_id.encode())]
     if err.status == 405:
         headers.append((b"allow", b"POST"))

@@ -7,12 +7,16 @@ rather than mirrored on every request, so exporting them costs the request path 
 
 from __future__ import annotations
 
+import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
+from itertools import accumulate
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.utils import floatToGoString
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                    10.0, 30.0, 60.0, 120.0)
@@ -20,20 +24,81 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
-class Labelled:
-    """A labelled metric whose children are remembered: `labels()` on a prometheus metric
-    takes a lock and rebuilds the label tuple every call, several times per request; the
-    label sets here are few (routes x outcomes), so each child is looked up once."""
+class CounterValue:
+    """One labelled counter: a plain float the event loop adds to (no lock: the gateway
+    updates its metrics from the loop's thread only)."""
 
-    def __init__(self, metric: Counter | Histogram) -> None:
-        self.metric = metric
+    __slots__ = ("value", "created")
+
+    def __init__(self) -> None:
+        self.value = 0.0
+        self.created = time.time()
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+
+class HistogramValue:
+    """One labelled histogram: a count per bucket (the last is +Inf) and the sum."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1  # first bucket with value <= le
+        self.sum += value
+
+
+class Labelled:
+    """A labelled counter or histogram whose children are plain values, exported at
+    scrape time: prometheus_client's own metrics take a lock on every update and rebuild
+    the label tuple on every `labels()`, ten times per request on the hot path."""
+
+    def __init__(self, name: str, doc: str, labels: list[str],
+                 buckets: tuple[float, ...] | None = None) -> None:
+        self.name, self.doc, self.label_names = name, doc, labels
+        self.buckets = buckets  # None: a counter
         self._children: dict[tuple[str, ...], Any] = {}
 
     def labels(self, *values: str) -> Any:
         child = self._children.get(values)
         if child is None:
-            child = self._children[values] = self.metric.labels(*values)
+            if len(values) != len(self.label_names):
+                raise ValueError(f"{self.name}: expected labels {self.label_names}")
+            child = CounterValue() if self.buckets is None else HistogramValue(self.buckets)
+            self._children[values] = child
         return child
+
+    def collect(self) -> CounterMetricFamily | HistogramMetricFamily:
+        if self.buckets is None:
+            counters = CounterMetricFamily(self.name, self.doc, labels=self.label_names)
+            for values, child in list(self._children.items()):
+                counters.add_metric(list(values), child.value, created=child.created)
+            return counters
+        family = HistogramMetricFamily(self.name, self.doc, labels=self.label_names)
+        les = [floatToGoString(b) for b in self.buckets] + ["+Inf"]
+        for values, child in list(self._children.items()):
+            cumulative = list(accumulate(child.counts))
+            family.add_metric(list(values), list(zip(les, cumulative, strict=True)), child.sum)
+        return family
+
+
+class _LabelledCollector:
+    """Exposes `Labelled` metrics through a registry."""
+
+    def __init__(self, metrics: list[Labelled]) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> list[Any]:
+        return [m.collect() for m in self.metrics]
+
+    def collect(self) -> Iterator[CounterMetricFamily | HistogramMetricFamily]:
+        for metric in self.metrics:
+            yield metric.collect()
 
 
 class GatewayMetrics:
@@ -42,12 +107,15 @@ class GatewayMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
 
+        metrics: list[Labelled] = []
+
         def histogram(name: str, doc: str, labels: list[str]) -> Labelled:
-            return Labelled(Histogram(name, doc, labels, buckets=LATENCY_BUCKETS,
-                                      registry=self.registry))
+            metrics.append(Labelled(name, doc, labels, LATENCY_BUCKETS))
+            return metrics[-1]
 
         def counter(name: str, doc: str, labels: list[str]) -> Labelled:
-            return Labelled(Counter(name, doc, labels, registry=self.registry))
+            metrics.append(Labelled(name, doc, labels))
+            return metrics[-1]
 
         self.ttft = histogram("headstart_gateway_ttft_seconds",
                               "Time from request to the first chunk sent to the client",
@@ -71,6 +139,7 @@ class GatewayMetrics:
         self.cached_tokens = counter("headstart_gateway_cached_prompt_tokens",
                                      "Prompt tokens the upstream reused from its prefix cache",
                                      ["route"])
+        self.registry.register(_LabelledCollector(metrics))
         self._cache_collector: CacheStatsCollector | None = None
 
     def watch_cache(self, snapshot: Callable[[], dict[str, dict[str, int]]]) -> None:

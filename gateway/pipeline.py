@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
@@ -26,6 +26,7 @@ from gateway.context import RequestContext, ServerTiming
 from gateway.metrics import GatewayMetrics
 from gateway.replay import replay
 from gateway.transform_stage import TransformStage
+from gateway.upstream_timeout import UpstreamTimeout
 from gateway.upstreams import Upstream
 
 log = logging.getLogger("headstart.gateway")
@@ -125,18 +126,23 @@ class Pipeline:
         deadline = loop.time() + route.total_timeout_s if route.total_timeout_s else None
         for attempt, name in enumerate(names):
             stream = self.upstreams[name].stream(request, ctx)
+            timer = UpstreamTimeout(route.timeout_s, deadline, _timeout_error(name, route.timeout_s))
             t0 = time.perf_counter()
             try:
-                first = await self._next(stream, ctx, name, deadline)
+                first = await timer.next(stream)
                 if first is None:
                     raise APIError(502, f"upstream '{name}': returned no answer")
             except APIError as e:
+                timer.close()
                 await stream.aclose()
                 self._upstream_time(ctx, name, "error", t0)
                 if e.status >= 500 and attempt + 1 < len(names):
                     log.warning("%s: %s; trying fallback %r", ctx.request_id, e.message,
                                 names[attempt + 1])
                     continue
+                raise
+            except BaseException:
+                timer.close()
                 raise
             ctx.upstream_name = name
             ctx.timings.add("upstream", (time.perf_counter() - t0) * 1000)
@@ -145,33 +151,17 @@ class Pipeline:
             outcome = "error"
             try:
                 yield first
-                while (chunk := await self._next(stream, ctx, name, deadline)) is not None:
+                while (chunk := await timer.next(stream)) is not None:
                     yield chunk
                 outcome = "ok"
             except (GeneratorExit, asyncio.CancelledError):
                 outcome = "aborted"
                 raise
             finally:
+                timer.close()
                 await stream.aclose()
                 self._upstream_time(ctx, name, outcome, t0)
             return
-
-    @staticmethod
-    async def _next(stream: AsyncIterator[Chunk], ctx: RequestContext, name: str,
-                    deadline: float | None) -> Chunk | None:
-        """The next chunk within the route's timeout; None at the end of the stream."""
-        loop = asyncio.get_running_loop()
-        when = loop.time() + ctx.route.timeout_s
-        if deadline is not None:
-            when = min(when, deadline)
-        try:
-            async with asyncio.timeout_at(when):
-                return await anext(stream)
-        except StopAsyncIteration:
-            return None
-        except TimeoutError:
-            raise APIError(504, f"upstream '{name}': no response within the route's timeout "
-                           f"({ctx.route.timeout_s:g}s)", code="upstream_timeout") from None
 
     def _upstream_time(self, ctx: RequestContext, name: str, outcome: str, t0: float) -> None:
         self.metrics.upstream_time.labels(ctx.route.name, name, outcome).observe(
@@ -185,3 +175,10 @@ class Pipeline:
         if outcome == "ok" and usage is not None and ctx.cache_status not in ("exact", "semantic"):
             self.metrics.prompt_tokens.labels(route).inc(usage.prompt_tokens)
             self.metrics.cached_tokens.labels(route).inc(usage.prompt_tokens_details.cached_tokens)
+
+
+def _timeout_error(name: str, timeout_s: float) -> Callable[[], APIError]:
+    def error() -> APIError:
+        return APIError(504, f"upstream '{name}': no response within the route's timeout "
+                        f"({timeout_s:g}s)", code="upstream_timeout")
+    return error

@@ -5,6 +5,8 @@ streams, else one JSON object folded from the chunks. Both carry the context's h
 Plain ASGI messages rather than Starlette response objects: a `StreamingResponse` runs an
 anyio task group per request to notice disconnects, which costs more CPU than the rest of
 a cached answer. Here one `ClientWatch` task per request does that job for both shapes.
+The status line and headers go out in the same write as the body or the first SSE frame,
+and the last frame with the end of the body (`CoalescedSend`).
 
 A streamed request waits for its first chunk before answering, so failures before any
 token (unknown upstream, timeout, 4xx from the upstream) still get a proper HTTP status.
@@ -18,13 +20,14 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
-from starlette.types import Receive, Send
+from starlette.types import Receive
 
 from engine.protocol import APIError
 from gateway.assemble import Assembler
+from gateway.coalesced_send import CoalescedSend
 from gateway.context import RequestContext
 from gateway.pipeline import Chunk, Pipeline
-from gateway.sse import sse_frames
+from gateway.sse import write_sse
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
@@ -71,15 +74,16 @@ def header_list(ctx: RequestContext) -> list[tuple[bytes, bytes]]:
     return out
 
 
-async def send_json(send: Send, status: int, body: bytes,
+async def send_json(send: CoalescedSend, status: int, body: bytes,
                     headers: list[tuple[bytes, bytes]]) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [*headers, *JSON_HEADERS,
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+    """A whole JSON response, status line to body in one write."""
+    await send.send_all({"type": "http.response.start", "status": status,
+                         "headers": [*headers, *JSON_HEADERS,
+                                     (b"content-length", b"%d" % len(body))]},
+                        {"type": "http.response.body", "body": body})
 
 
-async def write_answer(ctx: RequestContext, pipeline: Pipeline, send: Send) -> None:
+async def write_answer(ctx: RequestContext, pipeline: Pipeline, send: CoalescedSend) -> None:
     """Run the pipeline for `ctx` and write its answer (raises `APIError` before the
     response has started; after that, errors travel in-band as SSE error frames)."""
     chunks = pipeline.run(ctx, split=ctx.body.stream)
@@ -98,7 +102,7 @@ async def write_answer(ctx: RequestContext, pipeline: Pipeline, send: Send) -> N
     await send_json(send, 200, body, header_list(ctx))
 
 
-async def _stream(ctx: RequestContext, chunks: AsyncIterator[Chunk], send: Send) -> None:
+async def _stream(ctx: RequestContext, chunks: AsyncIterator[Chunk], send: CoalescedSend) -> None:
     try:
         first = await anext(chunks)
     except StopAsyncIteration:
@@ -106,33 +110,16 @@ async def _stream(ctx: RequestContext, chunks: AsyncIterator[Chunk], send: Send)
     except BaseException:
         await chunks.aclose()  # type: ignore[attr-defined]
         raise
-    await send({"type": "http.response.start", "status": 200,
-                "headers": header_list(ctx) + SSE_HEADERS})
-    frames = sse_frames(client_view(first, chunks, ctx.body.wants_usage_chunk()))
-    async with aclosing(frames):
-        async for frame in frames:
-            await send({"type": "http.response.body", "body": frame, "more_body": True})
-    await send({"type": "http.response.body", "body": b""})
+    start: dict[str, Any] | None = {"type": "http.response.start", "status": 200,
+                                    "headers": header_list(ctx) + SSE_HEADERS}
 
+    async def write(frame: bytes, last: bool) -> None:
+        nonlocal start
+        body = {"type": "http.response.body", "body": frame, "more_body": not last}
+        if start is None:
+            await send(body)
+        else:  # the headers go out with the first frame
+            await send.send_all(start, body)
+            start = None
 
-async def client_view(first: Chunk, rest: AsyncIterator[Chunk],
-                      include_usage: bool) -> AsyncIterator[Chunk]:
-    """The chunks the client asked for: the usage-only chunk only with
-    `stream_options.include_usage` (as OpenAI does). Closing this closes `rest`."""
-    try:
-        for chunk in _visible(first, include_usage):
-            yield chunk
-        async for chunk in rest:
-            for visible in _visible(chunk, include_usage):
-                yield visible
-    finally:
-        await rest.aclose()  # type: ignore[attr-defined]
-
-
-def _visible(chunk: Chunk, include_usage: bool) -> tuple[Chunk, ...]:
-    if include_usage:
-        return (chunk,)
-    if not chunk.choices:
-        return ()
-    chunk.usage = None
-    return (chunk,)
+    await write_sse(first, chunks, ctx.body.wants_usage_chunk(), write)

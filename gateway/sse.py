@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 
 from pydantic import BaseModel
 
-from engine.protocol import APIError
+from engine.protocol import APIError, ChatCompletionChunk, Completion
 
 log = logging.getLogger("headstart.gateway")
 
 DONE = b"data: [DONE]\n\n"
+Chunk = ChatCompletionChunk | Completion
 
 
 def frame(chunk: BaseModel) -> bytes:
@@ -29,21 +30,33 @@ def error_frame(err: APIError) -> bytes:
     return b"data: " + json.dumps(err.body()).encode() + b"\n\n"
 
 
-async def sse_frames(chunks: AsyncIterator[BaseModel]) -> AsyncIterator[bytes]:
-    """SSE bytes for `chunks`; an exception mid-stream ends it with an error frame. Closing
-    this stream (client gone) closes `chunks`, which aborts the upstream request."""
+async def write_sse(first: Chunk, rest: AsyncIterator[Chunk], include_usage: bool,
+                    write: Callable[[bytes, bool], Awaitable[None]]) -> None:
+    """`first`, then the chunks of `rest`, written as frames with `write(frame, last)`;
+    `[DONE]` (or an error frame, for an exception mid-stream) is the last. The usage-only
+    chunk is written only with `include_usage` (as OpenAI does). `rest` is closed however
+    this ends, which aborts the upstream request when the client has gone. One loop rather
+    than a chain of generators: each chunk of each stream passes through here."""
+    chunk: Chunk | None = first
     try:
-        async with aclosing(chunks):  # type: ignore[type-var]
-            async for chunk in chunks:
-                yield frame(chunk)
+        async with aclosing(rest):  # type: ignore[type-var]
+            while chunk is not None:
+                if include_usage or chunk.choices:
+                    if not include_usage:
+                        chunk.usage = None
+                    await write(frame(chunk), False)
+                try:
+                    chunk = await rest.__anext__()
+                except StopAsyncIteration:
+                    chunk = None
     except APIError as e:
-        yield error_frame(e)
+        await write(error_frame(e), True)
         return
     except Exception as e:  # noqa: BLE001 - the status is already sent; tell the client in-band
         log.exception("stream failed mid-way")
-        yield error_frame(APIError(500, f"stream failed: {type(e).__name__}"))
+        await write(error_frame(APIError(500, f"stream failed: {type(e).__name__}")), True)
         return
-    yield DONE
+    await write(DONE, True)
 
 
 class SSEDataReader:

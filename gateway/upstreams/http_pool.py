@@ -164,10 +164,9 @@ class Response:
         self.status = conn.status
         self.headers = conn.headers
         self._released = False
-
-    async def next_piece(self) -> bytes | None:
-        """The next piece of the body as it arrived; None at its end."""
-        return await self.conn.next_piece()
+        # the next piece of the body as it arrived, None at its end (the connection's own
+        # coroutine: no extra frame per piece)
+        self.next_piece = conn.next_piece
 
     async def read(self) -> bytes:
         pieces = []

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.request import getproxies, proxy_bypass
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_json
 
 from engine.protocol import (
     APIError,
@@ -81,7 +82,7 @@ class OpenAICompatUpstream(Upstream):
         headers = {"x-request-id": ctx.request_id}
         if ctx.session_id:
             headers["x-session-id"] = ctx.session_id
-        data = json.dumps(self._payload(request), ensure_ascii=False).encode()
+        data = to_json(self._payload(request))
         try:
             response = await self.pool().post(path, data, headers)
         except TimeoutError:

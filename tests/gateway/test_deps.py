@@ -4,12 +4,19 @@ controls (namespace, session, Cache-Control) from headers or the body."""
 from __future__ import annotations
 
 import pytest
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from engine.protocol import APIError, ChatCompletionRequest
 from gateway.app import create_app
 from gateway.config import GatewayConfig
-from gateway.deps import build_context, parse_model, read_body
+from gateway.deps import (
+    build_context,
+    header_map,
+    parse_model,
+    pick_request_id,
+    read_body,
+    receive_body,
+)
 
 APP = create_app(GatewayConfig.from_dict({
     "upstreams": {"u": {"kind": "openai", "base_url": "http://x/v1"}},
@@ -91,3 +98,51 @@ def test_namespace_ignored_when_route_says_so_and_bad_values():
     with pytest.raises(APIError) as info:
         build_context(request(), "chat", body(cache={"max_age": "soon"}), None, None)
     assert info.value.param == "cache.max_age"
+
+
+def receiver(*messages: dict):
+    queue = list(messages)
+
+    async def receive():
+        return queue.pop(0)
+    return receive
+
+
+async def test_receive_body_joins_pieces_and_limits():
+    receive = receiver({"type": "http.request", "body": b"ab", "more_body": True},
+                       {"type": "http.request", "body": b"cd", "more_body": False})
+    assert await receive_body(receive, None, limit=10) == b"abcd"
+    receive = receiver({"type": "http.request", "body": b"x" * 6, "more_body": True},
+                       {"type": "http.request", "body": b"x" * 6, "more_body": False})
+    with pytest.raises(APIError) as info:
+        await receive_body(receive, None, limit=10)
+    assert info.value.status == 413
+    with pytest.raises(APIError) as info:
+        await receive_body(receiver(), "999", limit=10)
+    assert info.value.status == 413
+    with pytest.raises(APIError) as info:
+        await receive_body(receiver(), "ten", limit=10)
+    assert info.value.status == 400
+
+
+async def test_receive_body_raises_when_the_client_leaves():
+    receive = receiver({"type": "http.request", "body": b"ab", "more_body": True},
+                       {"type": "http.disconnect"})
+    with pytest.raises(ClientDisconnect):
+        await receive_body(receive, None, limit=10)
+
+
+def test_header_map_and_build_context_from_it():
+    scope = {"headers": [(b"x-session-id", b"s9"), (b"cache-control", b"no-store")]}
+    headers = header_map(scope)
+    assert headers == {"x-session-id": "s9", "cache-control": "no-store"}
+    ctx = build_context(request(), "chat", body(), None, None, headers=headers)
+    assert (ctx.session_id, ctx.cache_control.no_store) == ("s9", True)
+
+
+def test_new_request_ids_are_distinct_and_well_formed():
+    ids = {pick_request_id(None) for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(i.startswith("req-") and len(i) == 28 and int(i[4:], 16) >= 0 for i in ids)
+    assert pick_request_id("mine-1") == "mine-1"
+    assert pick_request_id("x" * 200).startswith("req-")

@@ -1,12 +1,15 @@
 """SSE framing: one `data:` frame per chunk, `[DONE]` last; a mid-stream error becomes an
-error frame; closing the SSE stream closes the chunk source."""
+error frame; the usage-only chunk only when asked; leaving early closes the chunk source."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
-from engine.protocol import APIError, ChatCompletionChunk, ChunkChoice, DeltaMessage
-from gateway.sse import DONE, SSEDataReader, sse_frames
+import pytest
+
+from engine.protocol import APIError, ChatCompletionChunk, ChunkChoice, DeltaMessage, Usage
+from gateway.sse import DONE, SSEDataReader, write_sse
 
 
 def chunk(text: str) -> ChatCompletionChunk:
@@ -14,8 +17,21 @@ def chunk(text: str) -> ChatCompletionChunk:
                                choices=[ChunkChoice(delta=DeltaMessage(content=text))])
 
 
-async def collect(frames) -> list[bytes]:
-    return [f async for f in frames]
+def usage_chunk() -> ChatCompletionChunk:
+    return ChatCompletionChunk(id="c1", model="m", choices=[], usage=Usage.of(5, 2))
+
+
+async def collect(chunks, include_usage: bool = True) -> list[tuple[bytes, bool]]:
+    """(frame, last) pairs as written; the first chunk is taken apart, as the HTTP layer
+    does before it answers."""
+    written: list[tuple[bytes, bool]] = []
+
+    async def write(frame: bytes, last: bool) -> None:
+        written.append((frame, last))
+
+    first = await anext(chunks)
+    await write_sse(first, chunks, include_usage, write)
+    return written
 
 
 async def test_frames_end_with_done():
@@ -23,11 +39,24 @@ async def test_frames_end_with_done():
         yield chunk("a")
         yield chunk("b")
 
-    frames = await collect(sse_frames(chunks()))
+    written = await collect(chunks())
+    frames = [f for f, _ in written]
     assert frames[-1] == DONE == b"data: [DONE]\n\n"
+    assert [last for _, last in written] == [False, False, True]
     assert all(f.startswith(b"data: ") and f.endswith(b"\n\n") for f in frames)
     texts = [json.loads(f[6:])["choices"][0]["delta"]["content"] for f in frames[:-1]]
     assert texts == ["a", "b"]
+
+
+async def test_usage_chunk_only_when_asked():
+    async def chunks():
+        yield chunk("a")
+        yield usage_chunk()
+
+    with_usage = [json.loads(f[6:]) for f, _ in (await collect(chunks()))[:-1]]
+    assert with_usage[-1]["usage"]["prompt_tokens"] == 5 and with_usage[-1]["choices"] == []
+    without = [json.loads(f[6:]) for f, _ in (await collect(chunks(), False))[:-1]]
+    assert len(without) == 1 and without[0]["usage"] is None
 
 
 async def test_error_after_first_chunk_is_an_error_frame():
@@ -35,9 +64,9 @@ async def test_error_after_first_chunk_is_an_error_frame():
         yield chunk("a")
         raise APIError(504, "upstream 'x': too slow", code="upstream_timeout")
 
-    frames = await collect(sse_frames(chunks()))
-    assert len(frames) == 2 and DONE not in frames
-    error = json.loads(frames[1][6:])["error"]
+    written = await collect(chunks())
+    assert len(written) == 2 and written[1][1] and DONE not in [f for f, _ in written]
+    error = json.loads(written[1][0][6:])["error"]
     assert error["message"] == "upstream 'x': too slow" and error["type"] == "timeout_error"
 
 
@@ -46,11 +75,11 @@ async def test_unexpected_exception_is_a_500_frame():
         yield chunk("a")
         raise KeyError("boom")
 
-    frames = await collect(sse_frames(chunks()))
-    assert json.loads(frames[-1][6:])["error"]["type"] == "server_error"
+    written = await collect(chunks())
+    assert json.loads(written[-1][0][6:])["error"]["type"] == "server_error"
 
 
-async def test_closing_the_stream_closes_the_source():
+async def test_leaving_early_closes_the_source():
     closed = []
 
     async def chunks():
@@ -60,9 +89,13 @@ async def test_closing_the_stream_closes_the_source():
         finally:
             closed.append(True)
 
-    frames = sse_frames(chunks())
-    await anext(frames)
-    await frames.aclose()
+    async def write(frame: bytes, last: bool) -> None:
+        raise asyncio.CancelledError  # the client went away while a frame was written
+
+    source = chunks()
+    first = await anext(source)
+    with pytest.raises(asyncio.CancelledError):
+        await write_sse(first, source, True, write)
     assert closed == [True]
 
 
