@@ -22,6 +22,7 @@ from engine.llm_engine import LLMEngine, LoadedModel
 from engine.outputs import EngineStats, GenerationDelta
 from engine.sampling_params import SamplingParams
 from engine.sequence import Sequence
+from engine.step_executor import StepJob, StepThreadExecutor
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +42,14 @@ class AsyncEngine:
         self.model_name = self.engine.model_name
         self.max_model_len = self.engine.max_model_len
         self._streams: dict[str, _Stream] = {}
-        self._inbox: deque[Sequence | str] = deque()  # new sequences, or request ids to abort
+        # new sequences, request ids to abort, or other torch work to run between steps
+        self._inbox: deque[Sequence | str | StepJob] = deque()
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        #: runs a call on the step thread between steps (see engine/step_executor.py)
+        self.executor = StepThreadExecutor(self._post, self._ensure_thread)
 
     async def generate(self, prompt: str | list[int], params: SamplingParams, *,
                        request_id: str | None = None,
@@ -69,6 +73,12 @@ class AsyncEngine:
             if not finished:
                 self._post(seq.request_id)
 
+    @property
+    def on_cpu(self) -> bool:
+        """True when the model runs on the CPU, where other torch work should share the step
+        thread (`executor`) rather than compete with it for cores."""
+        return self.engine.runner.device.type == "cpu"
+
     def abort(self, request_id: str) -> None:
         self._post(request_id)
 
@@ -78,6 +88,7 @@ class AsyncEngine:
     async def shutdown(self) -> None:
         """Stop the step loop (requests still running are aborted)."""
         self._stopping = True
+        self.executor.shutdown()
         self._wake.set()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join)
@@ -85,7 +96,7 @@ class AsyncEngine:
 
     # ------------------------------------------------------------ step thread
 
-    def _post(self, item: Sequence | str) -> None:
+    def _post(self, item: Sequence | str | StepJob) -> None:
         self._inbox.append(item)
         self._wake.set()
 
@@ -113,11 +124,17 @@ class AsyncEngine:
                 self._deliver(delta)
         for delta in self._fail_all("the engine is shutting down"):
             self._deliver(delta)
+        while self._inbox:  # work posted too late to run
+            item = self._inbox.popleft()
+            if isinstance(item, StepJob):
+                item.future.cancel()
 
     def _drain_inbox(self) -> None:
         while self._inbox:
             item = self._inbox.popleft()
-            if isinstance(item, str):
+            if isinstance(item, StepJob):
+                item.run()
+            elif isinstance(item, str):
                 self.engine.abort(item)
             elif item.request_id not in self._streams:
                 continue  # its consumer left before the request reached the engine

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -49,6 +49,23 @@ def load_engine(up: UpstreamConfig) -> Any:
     return AsyncEngine(engine_config)
 
 
+def share_step_thread(engine: Any) -> Callable[[], None]:
+    """With the bundled engine on this CPU, the shared embedder encodes on the engine's step
+    thread, between steps (engine/step_executor.py): run beside a step instead, it takes cores
+    from the step's threads mid-op and slows every running stream. Returns the undo."""
+    if engine is None or not engine.on_cpu:
+        return lambda: None
+    from cache.embedder import Embedder
+
+    embedder = Embedder.shared()
+    embedder.executor = engine.executor
+
+    def undo() -> None:
+        if embedder.executor is engine.executor:
+            embedder.executor = None
+    return undo
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     state = app.state
@@ -62,6 +79,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.metrics.watch_cache(state.cache.stats_snapshot)
     state.transforms = TransformStage(config, state.engine)
     state.pipeline = Pipeline(state.upstreams, state.cache, state.transforms, state.metrics)
+    unshare = share_step_thread(state.engine)
     # the startup heap (torch, weights, config) leaves the collector's scans: a full
     # collection over it takes tens of ms, a latency spike for whichever request waits
     gc.collect()
@@ -69,6 +87,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
+        unshare()
         for upstream in state.upstreams.values():
             await upstream.aclose()
         await state.cache.close()

@@ -35,3 +35,14 @@ def test_bad_dimensions(client):
     with pytest.raises(openai.BadRequestError) as info:
         client.embeddings.create(model="m", input="x", dimensions=12)
     assert info.value.body["param"] == "dimensions"
+
+
+def test_encodes_run_on_the_in_process_engines_step_thread(gateway, client):
+    """With the bundled engine on this CPU, the shared embedder encodes between engine steps
+    (gateway.app.share_step_thread) instead of competing with them for the cores."""
+    from cache.embedder import Embedder
+
+    engine = gateway.app.state.engine
+    assert engine.on_cpu and Embedder.shared().executor is engine.executor
+    text = f"a sentence nobody embedded before {np.random.default_rng().integers(1 << 30)}"
+    assert len(client.embeddings.create(model="m", input=text).data[0].embedding) == 384
