@@ -86,6 +86,7 @@ class TransformStage:
         self._counters: dict[str, TokenCounter] = {}
         self._upstreams: dict[str, Any] = {}  # summariser upstreams other than the route's
         self._scorer: EngineModelScorer | None = None
+        self._background: set[asyncio.Task] = set()  # prewarm reads in flight
 
     def run(self, ctx: RequestContext, forward: Forward) -> AsyncIterator[Any]:
         """Chunks for the whole request; `forward(request)` sends one request upstream."""
@@ -109,7 +110,10 @@ class TransformStage:
                 messages = await self._window(ctx, messages, counter, forward)
         if route.compress.enabled:
             with ctx.timings.measure("compress"):
-                messages = await self._compress(ctx, messages, counter)
+                compressed = await self._compress(ctx, messages, counter)
+            if compressed is not messages:
+                self._prewarm(ctx, _with_messages(request, messages), forward)
+            messages = compressed
         rewritten = request if messages is original else _with_messages(request, messages)
         if route.decompose.enabled and not (request.tools or request.response_format):
             plan = dec.split_turn(dec.last_user_text(messages), route.decompose.max_parts)
@@ -173,6 +177,27 @@ class TransformStage:
             ctx.transforms.append(f"compress:{report.ratio:.2f}:{'+'.join(report.applied)}")
             return out
         return messages
+
+    def _prewarm(self, ctx: RequestContext, verbatim: ChatCompletionRequest,
+                 forward: Forward) -> None:
+        """What was compressed here was new (`SeenTexts` skips repeats): asked about again, it
+        goes upstream verbatim, to be read from the prefix cache. Read it once now, in the
+        background (one-token answer, discarded), so the second asker finds it there too
+        instead of paying a cold prefill of the whole text."""
+        warm = verbatim.model_copy(update={"max_tokens": 1, "max_completion_tokens": None,
+                                           "n": 1, "stream": False, "stream_options": None})
+
+        async def read_once() -> None:
+            try:
+                async for _ in forward(warm):
+                    pass
+            except Exception as e:  # noqa: BLE001 - best effort: a cold prefill later instead
+                log.info("%s: prewarm failed (%s)", ctx.request_id, _reason(e))
+
+        task = asyncio.get_running_loop().create_task(read_once())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        ctx.transforms.append("compress:prewarm")
 
     async def _decomposed(self, ctx: RequestContext, request: ChatCompletionRequest,
                           messages: list[Message], plan: dec.Decomposition,
@@ -281,7 +306,11 @@ class TransformStage:
         """The pruning scorer, loaded on first use on a worker thread (seconds)."""
         if self._scorer is None:
             up = self.config.engine_upstream()
-            self._scorer = await asyncio.to_thread(EngineModelScorer, up.path if up else None)
+            # on a CPU it scores between the engine's steps (see app.share_step_thread)
+            shared = self.engine is not None and self.engine.on_cpu
+            self._scorer = await asyncio.to_thread(
+                EngineModelScorer, up.path if up else None,
+                executor=self.engine.executor if shared else None)
         return self._scorer
 
     async def _measured(self, upstream: str, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:

@@ -172,6 +172,31 @@ async def test_compression_shrinks_long_context(engine_like):
     assert ctx.transforms[0].startswith("compress:0.")
 
 
+async def test_a_new_compressed_document_is_read_verbatim_once_in_the_background(engine_like):
+    """First ask: compressed (fast), plus one background one-token read of the verbatim text.
+    Second ask about it: verbatim (SeenTexts), now in the prefix cache; no second read."""
+    stage, config = make_stage(engine_like, compress={
+        "enabled": True, "min_tokens": 500, "target_ratio": 0.3, "embeddings": False,
+        "prefill_tokens_per_s": 200})
+    case = make_cases(1, paragraphs=40)[0]
+    upstream = Upstream()
+    first = make_ctx(config, [{"role": "user", "content": case.prompt}], stream=True)
+    await run(stage, first, upstream)
+    assert "compress:prewarm" in first.transforms
+    for _ in range(100):  # the read runs beside the answer
+        if len(upstream.requests) == 2:
+            break
+        await asyncio.sleep(0.01)
+    answer, warm = upstream.requests
+    assert len(answer.messages[0].text()) < 0.5 * len(case.prompt)
+    assert warm.messages[0].text() == case.prompt and warm.max_tokens == 1
+    assert not warm.stream
+    again = make_ctx(config, [{"role": "user", "content": case.context + "\n\nAnd the date?"}])
+    await run(stage, again, upstream)
+    assert len(upstream.requests) == 3 and not again.transforms  # verbatim, no prewarm
+    assert upstream.requests[2].messages[0].text().startswith(case.context)
+
+
 QUIZ = "Quick quiz:\n1. Name a prime number.\n2. Name a primary colour.\n3. Who wrote Hamlet?"
 
 
