@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from bench.loadgen import LoadConfig, first_model, rate_runner
+from bench.priming import prime
 from bench.report import runs_table, sweeps_table, write_report
 from bench.stats import RunSummary
 from bench.sweep import SweepResult, sweep_rates
@@ -51,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="workload size, e.g. system_tokens=600 turns=3 docs=12 "
                         f"(fields: {', '.join(f.name for f in dataclasses.fields(WorkloadSizes))})")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--no-prime", action="store_true",
+                   help="start cold: skip reading each shared prompt prefix once first")
     return p
 
 
@@ -77,6 +80,8 @@ async def run_bench(args: argparse.Namespace) -> tuple[list[RunSummary], list[Sw
                       sizes=parse_sizes(args.size, args.max_tokens),
                       progress=not args.no_progress)
 
+    if not args.no_prime:
+        await prime(base)
     run_at = rate_runner(base, target=target, slo_ms=args.slo_ms,
                          min_requests=args.min_requests if args.sweep else 0)
     if not args.sweep:

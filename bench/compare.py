@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench.goals import comparison_rates, evaluate_goals, goals_table
 from bench.loadgen import LoadConfig, rate_runner
+from bench.priming import prime
 from bench.report import sweeps_table, write_report
 from bench.stats import RunSummary
 from bench.sweep import SweepResult, sweep_rates
@@ -47,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
     p.add_argument("--out", default="bench-report/compare")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-prime", action="store_true",
+                   help="start each sweep cold (default: each shared prefix read once first)")
     p.add_argument("--reuse", action="append", default=[], metavar="REPORT_JSON",
                    help="add the sweeps of targets not run now from an earlier report.json")
     return p
@@ -62,6 +65,8 @@ async def sweep_target(target: RunningTarget, args: argparse.Namespace, workload
                           api_key=target.api_key,
                           sizes=WorkloadSizes(max_tokens=args.max_tokens),
                           drain_timeout_s=args.drain_s, progress=not args.no_progress)
+        if not args.no_prime:
+            await prime(base)
         run_at = rate_runner(base, target=target.name, slo_ms=args.slo_ms,
                              min_requests=args.min_requests)
         sweep = await sweep_rates(run_at, start_rate=args.start_rate, slo_ms=args.slo_ms,

@@ -75,3 +75,4 @@ def test_short_real_run_writes_every_output_file(gateway, tmp_path):
     assert run["cache"].get("exact", 0) + run["cache"].get("semantic", 0) > 0  # repeats hit
     assert "| faq | 2 |" in (out / "report.md").read_text()
     assert "TTFT p95" in done.stdout
+    assert "[bench] primed 3/3 faq groups" in done.stderr  # each question family, once
