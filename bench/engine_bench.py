@@ -37,6 +37,7 @@ class Sizes:
     decode_tokens: int = 128
     batch: int = 8
     repeats: int = 3
+    ttft: bool = True  # False: decode figures only (a quick before/after of decode changes)
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -207,12 +208,13 @@ def measure(benches: dict[str, object], sizes: Sizes, seed: int) -> dict[str, di
         bench.ttft(random_prompt(32, seed - 1))
         bench.decode([random_prompt(8, seed - 2)], 4)
     for r in range(sizes.repeats):
-        for n in sizes.cold:
+        for n in sizes.cold if sizes.ttft else ():
             prompt = random_prompt(n, seed + 100 * r + n)
             record(f"cold_ttft_{n}_s", lambda b, p=prompt: b.ttft(p))
-        parts = [random_prompt(k, seed + 7 * r + i)
-                 for i, k in enumerate((sizes.prefix, sizes.suffix, sizes.suffix))]
-        record("cached_prefix_ttft_s", lambda b, p=parts: b.cached_ttft(*p))
+        if sizes.ttft:
+            parts = [random_prompt(k, seed + 7 * r + i)
+                     for i, k in enumerate((sizes.prefix, sizes.suffix, sizes.suffix))]
+            record("cached_prefix_ttft_s", lambda b, p=parts: b.cached_ttft(*p))
         one = [random_prompt(sizes.decode_prompt, seed + 17 + r)]
         many = [random_prompt(sizes.decode_prompt, seed + 19 + r + i) for i in range(sizes.batch)]
         record("decode_b1_tok_s", lambda b, p=one: b.decode(p, sizes.decode_tokens))
@@ -284,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--repeats", type=int, help="trials per TTFT figure (default 3, quick 1)")
     p.add_argument("--decode-tokens", type=int, help="tokens per decode run (default 128)")
+    p.add_argument("--decode-only", action="store_true",
+                   help="skip the TTFT figures (decode batch 1 and batch 8 only)")
     args = p.parse_args(argv)
     from engine.weights import default_model_path
 
@@ -291,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = Sizes.quick() if args.quick else Sizes()
     sizes.repeats = args.repeats or sizes.repeats
     sizes.decode_tokens = args.decode_tokens or sizes.decode_tokens
+    sizes.ttft = not args.decode_only
     classes = {"headstart": HeadstartBench, "transformers": TransformersBench,
                "llamacpp": LlamaCppBench}
     benches = {}

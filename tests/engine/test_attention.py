@@ -101,3 +101,27 @@ def test_decodes_mixed_with_prefill_chunks(cache: Cache) -> None:
     assert plan.decode.rows is not None and plan.decode.rows.tolist() == [0]
     assert len(plan.prefills) == 2
     assert torch.allclose(out, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("lens", [[20, 20, 20], [20, 7, 13]])
+def test_grouped_decode_equals_sdpa_gqa_bit_for_bit_in_bf16(lens: list[int]) -> None:
+    """Decode feeds each K/V head's query heads to SDPA as its query rows; the output must be
+    exactly what SDPA's own GQA (one query per head, K/V repeated) gives."""
+    gen = torch.Generator().manual_seed(1)
+    layer = torch.randn(2, NUM_BLOCKS, BLOCK, KV_HEADS, DIM, generator=gen).bfloat16()
+    width = -(-max(lens) // BLOCK)
+    tables = torch.arange(len(lens) * width).view(len(lens), width)
+    slots = torch.tensor([tables[i, (n - 1) // BLOCK] * BLOCK + (n - 1) % BLOCK
+                          for i, n in enumerate(lens)])
+    meta = AttentionMetadata(slots, list(range(len(lens) + 1)), lens, tables)
+    q = torch.randn(len(lens), HEADS, DIM, generator=gen).bfloat16()
+    k, v = (torch.randn(len(lens), KV_HEADS, DIM, generator=gen).bfloat16() for _ in range(2))
+    plan = AttentionPlan.build(meta, BLOCK, torch.device("cpu"))
+    out = paged_attention(q, k, v, layer, plan, DIM ** -0.5)
+    for i, n in enumerate(lens):
+        positions = torch.arange(n)
+        cache_slots = tables[i][positions // BLOCK] * BLOCK + positions % BLOCK
+        keys, values = layer.view(2, -1, KV_HEADS, DIM)[:, cache_slots].transpose(1, 2)
+        ref = F.scaled_dot_product_attention(q[i][None, :, None, :], keys[None], values[None],
+                                             scale=DIM ** -0.5, enable_gqa=True)
+        assert torch.equal(out[i], ref[0, :, 0, :])
