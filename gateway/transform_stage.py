@@ -108,11 +108,12 @@ class TransformStage:
         if route.window.max_input_tokens:
             with ctx.timings.measure("window"):
                 messages = await self._window(ctx, messages, counter, forward)
+        verbatim = None  # set when compression rewrote a text it had not seen before
         if route.compress.enabled:
             with ctx.timings.measure("compress"):
                 compressed = await self._compress(ctx, messages, counter)
             if compressed is not messages:
-                self._prewarm(ctx, _with_messages(request, messages), forward)
+                verbatim = _with_messages(request, messages)
             messages = compressed
         rewritten = request if messages is original else _with_messages(request, messages)
         if route.decompose.enabled and not (request.tools or request.response_format):
@@ -128,6 +129,9 @@ class TransformStage:
                     yield chunk
                 return
         async for chunk in self._measured(route.upstream, forward(rewritten)):
+            if verbatim is not None:  # after the first chunk: never before the answer's prefill
+                self._prewarm(ctx, verbatim, forward)
+                verbatim = None
             yield chunk
 
     async def _window(self, ctx: RequestContext, messages: list[Message],
