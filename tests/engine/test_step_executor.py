@@ -11,7 +11,7 @@ from engine.async_engine import AsyncEngine
 from engine.config import EngineConfig
 from engine.sampling_params import SamplingParams
 
-LONG = SamplingParams(temperature=0, max_tokens=40, ignore_eos=True)
+LONG = SamplingParams(temperature=0, max_tokens=120, ignore_eos=True)
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ async def test_jobs_run_between_the_steps_of_a_running_request(engine: AsyncEngi
         if tokens in (5, 20):  # mid-generation: the job must not wait for the end
             steps_seen.append(await loop.run_in_executor(
                 engine.executor, lambda: engine.engine.num_steps))
-    assert tokens == 40
+    assert tokens == 120
     assert len(steps_seen) == 2 and steps_seen[0] < steps_seen[1] < engine.engine.num_steps
 
 
