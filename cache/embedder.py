@@ -95,9 +95,7 @@ class Embedder:
         missing = list(dict.fromkeys(t for t in texts if t not in found))
         if missing:
             with self._encode_lock:
-                if self._encoder is None:
-                    self._encoder = _Encoder(self.model)
-                vecs = self._encoder(missing)
+                vecs = self._loaded_encoder()(missing)
             found.update(zip(missing, vecs, strict=True))
             self._remember(missing, vecs)
         return np.stack([found[t] for t in texts]).astype(np.float32, copy=False)
@@ -106,9 +104,13 @@ class Embedder:
         """The contextual vector of each word piece of `text` (L2-normalised rows, no
         [CLS]/[SEP]) and the pieces themselves: what the learned verifier aligns."""
         with self._encode_lock:
-            if self._encoder is None:
-                self._encoder = _Encoder(self.model)
-            return self._encoder.pieces(text)
+            return self._loaded_encoder().pieces(text)
+
+    def _loaded_encoder(self) -> _Encoder:
+        """The encoder, built on first use (call with `_encode_lock` held)."""
+        if self._encoder is None:
+            self._encoder = _Encoder(self.model)
+        return self._encoder
 
     async def tokens(self, text: str) -> tuple[np.ndarray, list[str]]:
         """`tokens_sync` on the embedder's worker thread."""

@@ -31,15 +31,7 @@ def header_map(scope: Scope) -> dict[str, str]:
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The raw body, refusing more than `limit` bytes whatever Content-Length claims."""
-    _check_declared(request.headers.get("content-length"), limit)
-    parts: list[bytes] = []
-    size = 0
-    async for part in request.stream():
-        size += len(part)
-        if size > limit:
-            raise _too_large(limit)
-        parts.append(part)
-    return b"".join(parts)
+    return await receive_body(request.receive, request.headers.get("content-length"), limit)
 
 
 async def receive_body(receive: Receive, declared: str | None, limit: int) -> bytes:

@@ -45,10 +45,7 @@ async def write_sse(first: Chunk, rest: AsyncIterator[Chunk], include_usage: boo
                     if not include_usage:
                         chunk.usage = None
                     await write(frame(chunk), False)
-                try:
-                    chunk = await rest.__anext__()
-                except StopAsyncIteration:
-                    chunk = None
+                chunk = await anext(rest, None)
     except APIError as e:
         await write(error_frame(e), True)
         return

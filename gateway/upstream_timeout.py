@@ -43,9 +43,7 @@ class UpstreamTimeout:
         if self._handle is None:
             self._handle = self.loop.call_at(ends, self._check)
         try:
-            return await stream.__anext__()
-        except StopAsyncIteration:
-            return None
+            return await anext(stream, None)
         except asyncio.CancelledError:
             if self._fired and self._task is not None \
                     and self._task.uncancel() <= self._cancelling:

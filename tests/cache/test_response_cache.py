@@ -3,10 +3,7 @@
 import asyncio
 from dataclasses import replace
 
-import pytest
-
 from cache.keys import CacheRequest
-from cache.response_cache import ResponseCache
 from cache.settings import CacheSettings
 
 S = CacheSettings(route="r", exact_enabled=True, semantic_enabled=True, threshold=0.85)
@@ -16,13 +13,6 @@ def ask(text: str, history: list | None = None, **kw) -> CacheRequest:
     params = {"temperature": 0, **kw.pop("params", {})}
     msgs = (history or []) + [{"role": "user", "content": text}]
     return CacheRequest(route=kw.pop("route", "r"), model="m", messages=msgs, params=params, **kw)
-
-
-@pytest.fixture
-async def cache():
-    c = await ResponseCache.open()
-    yield c
-    await c.close()
 
 
 async def test_exact_then_semantic_then_guarded_miss(cache):

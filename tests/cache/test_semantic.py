@@ -1,9 +1,7 @@
 """The semantic cache asks the embedder whether one swapped word is a synonym."""
 
-import pytest
 
 from cache.keys import CacheRequest
-from cache.response_cache import ResponseCache
 from cache.settings import CacheSettings
 
 S = CacheSettings(route="r", semantic_enabled=True)
@@ -12,13 +10,6 @@ S = CacheSettings(route="r", semantic_enabled=True)
 def ask(text: str) -> CacheRequest:
     return CacheRequest(route="r", model="m", messages=[{"role": "user", "content": text}],
                         params={"temperature": 0})
-
-
-@pytest.fixture
-async def cache():
-    c = await ResponseCache.open()
-    yield c
-    await c.close()
 
 
 async def test_a_synonym_swap_is_served_and_a_sibling_swap_is_not(cache):
