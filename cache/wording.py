@@ -3,8 +3,9 @@ matched in another (same stem, word family, synonym, typo, split or joined compo
 acronym spelled out).
 
 A matched word means "the other question says this too"; an opposite means "the other
-question says the reverse". Both are written by hand from general English (cache/lexicon.py)
-plus a few rules, never fitted to an evaluation set.
+question says the reverse". Both come from general English, never fitted to an evaluation
+set: hand-written lists (cache/lexicon.py), a few rules, and WordNet's synonyms and antonyms
+in a word's most frequent senses (cache/word_senses.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from functools import lru_cache
 
 from cache.lexicon import ENTITY_ALIASES, antonym_map, synonym_map
 from cache.question import Question, edits, is_word, stem
+from cache.word_senses import opposed, same_meaning
 
 ANTONYMS = antonym_map()
 SYNONYMS = synonym_map()
@@ -74,9 +76,12 @@ def opposite(a: str, b: str) -> bool:
         if len(y) >= 4 and len(x) > len(y) and x.endswith(y) \
                 and x[: len(x) - len(y)].rstrip("-") in NEGATING_PREFIXES:
             return True
-    if a.startswith("in") and b.startswith("ex") and a[2:] == b[2:]:
-        return True
-    return b.startswith("in") and a.startswith("ex") and a[2:] == b[2:]
+    for x, y in ((a, b), (b, a)):
+        if x.startswith("in") and y.startswith("ex") and x[2:] == y[2:]:
+            return True  # internal/external, inbound/exbound
+        if len(y) >= 4 and x == "ex" + y and not is_word(x):
+            return True  # ex-partner (read "expartner") is not the partner
+    return opposed(a, b)
 
 
 def same_family(a: str, b: str) -> bool:
@@ -114,7 +119,8 @@ def spelled_out(acronym: str, tokens: list[str]) -> bool:
 
 def covered(q: Question, other: Question) -> set[str]:
     """Words of `q` that `other` writes another way: "log in" / "login" (a compound split or
-    joined) and "porting authorisation code" / "PAC" (an acronym spelled out)."""
+    joined), "porting authorisation code" / "PAC" (an acronym spelled out) and "call off" /
+    "cancel" (a two-word WordNet lemma sharing a frequent sense with a word)."""
     out: set[str] = set()
     toks, others = q.tokens, set(other.tokens)
     for x, y in zip(toks, toks[1:], strict=False):
@@ -128,11 +134,21 @@ def covered(q: Question, other: Question) -> set[str]:
         for run in _runs(toks, acronym):
             out.update(run)
     out.update(a for a in acronyms(q) if _runs(other.tokens, a))
+    for x, y in zip(toks, toks[1:], strict=False):  # "call off" / "cancel"
+        if any(same_meaning(f"{x}_{y}", w) for w in _swapped_in(other, q)):
+            out.update((x, y))
+    out.update(w for w in _swapped_in(q, other)
+               if any(same_meaning(f"{x}_{y}", w)
+                      for x, y in zip(other.tokens, other.tokens[1:], strict=False)))
     return out
 
 
-def matched(word: str, other: Question, fuzzy: bool, extra: set[str] = frozenset()) -> bool:
-    """Whether `other` says `word` too (`extra`: words already known to be covered)."""
+def matched(word: str, other: Question, fuzzy: bool, extra: set[str] = frozenset(),
+            swapped_in: list[str] | None = None) -> bool:
+    """Whether `other` says `word` too (`extra`: words already known to be covered).
+    `swapped_in`: the words of `other` that `word`'s side does not say itself, the only ones
+    a WordNet synonym may pair with: "account" said on both sides cannot also stand for
+    "history" (WordNet's first sense of "account") on one of them."""
     if word in extra:
         return True
     s = stem(word)
@@ -142,7 +158,16 @@ def matched(word: str, other: Question, fuzzy: bool, extra: set[str] = frozenset
             return True
     if fuzzy and any(typo(w, word) for w in other.tokens):
         return True
-    return any(w in syns or stem(w) in syns for w in other.tokens)
+    if any(w in syns or stem(w) in syns for w in other.tokens):
+        return True
+    candidates = other.content if swapped_in is None else swapped_in
+    return any(same_meaning(word, w) for w in candidates)
+
+
+def _swapped_in(q: Question, other: Question) -> list[str]:
+    """Content words of `q` that `other` does not say by the same stem."""
+    own = {stem(w) for w in other.content}
+    return [w for w in q.content if stem(w) not in own]
 
 
 def unmatched(a: Question, b: Question, fuzzy: bool,
@@ -150,6 +175,7 @@ def unmatched(a: Question, b: Question, fuzzy: bool,
     """The content words of each side that the other side does not say (sorted, unique);
     `known`: words already judged to be said on both sides."""
     cov_a, cov_b = covered(a, b) | known, covered(b, a) | known
-    miss_a = sorted({w for w in a.content if not matched(w, b, fuzzy, cov_a)})
-    miss_b = sorted({w for w in b.content if not matched(w, a, fuzzy, cov_b)})
+    in_b, in_a = _swapped_in(b, a), _swapped_in(a, b)
+    miss_a = sorted({w for w in a.content if not matched(w, b, fuzzy, cov_a, in_b)})
+    miss_b = sorted({w for w in b.content if not matched(w, a, fuzzy, cov_b, in_a)})
     return miss_a, miss_b

@@ -45,6 +45,15 @@ async def test_reworded_own_cases_serve_no_new_false_hits():
     assert report.true_hits >= 16 and report.should_hit == 27
 
 
+async def test_wordnet_own_cases_synonyms_antonyms_and_polysemy_traps():
+    """Set 5: synonyms in no hand-written group, WordNet antonyms, and traps where a word's
+    first WordNet sense is not the one meant ("account" / "history")."""
+    report = await evaluate(load_pairs(DATA / "extra_pairs_5.jsonl"),
+                            CacheSettings(route="r", semantic_enabled=True))
+    assert report.false_hits == 0, report.false_hit_ids
+    assert report.true_hits >= 6 and report.should_hit == 10
+
+
 async def test_no_hits_across_different_conversations():
     pairs = load_pairs(FOW / "conv-parts") + load_pairs(DATA / "extra_conversations.jsonl")
     report = await evaluate(pairs, S)

@@ -33,9 +33,11 @@ async def test_verify_without_a_swap_makes_no_extra_embedding_call(cache):
     verdict = await cache.semantic.verify("How do I reset my password?",
                                           "how do i reset my password", 0.99, 0.78)
     assert verdict.ok and calls == []
-    verdict = await cache.semantic.verify("Can I fit a sofa in the van?",
-                                          "Can I fit a couch in the van?", 0.94, 0.78)
-    assert verdict.ok and calls == [["sofa", "couch"]]
+    # WordNet does not pair "huge"/"enormous" (sister satellites of "large"); their own
+    # embeddings do (0.85)
+    verdict = await cache.semantic.verify("Why is my phone bill huge this month?",
+                                          "Why is my phone bill enormous this month?", 0.94, 0.78)
+    assert verdict.ok and calls == [["huge", "enormous"]]
     verdict = await cache.semantic.verify("What's the easiest way to learn Spanish?",
                                           "What's the simplest way to learn Spanish?", 0.97, 0.78)
     assert not verdict.ok  # 0.70 apart: not close enough to read as a synonym
@@ -45,11 +47,11 @@ async def test_the_learned_verifier_serves_a_rewording_under_the_bar_only_when_o
     from dataclasses import replace
 
     on, off = replace(S, verifier=True), S
-    await cache.store(ask("Why is my internet so slow?"), {"content": "A"}, S)
-    reworded = ask("What's making my broadband sluggish?")  # cosine ~0.70, under 0.78
+    await cache.store(ask("What should I pack for a cold climate?"), {"content": "A"}, S)
+    reworded = ask("What clothes should I bring somewhere freezing?")  # cosine 0.71, under 0.78
     assert (await cache.lookup(reworded, off)).status == "miss"
     hit = await cache.lookup(reworded, on)
     assert hit.status == "semantic" and hit.answer == {"content": "A"}
     # a different question in other words is still turned down
-    assert (await cache.lookup(ask("How do I upgrade to a faster broadband package?"), on)) \
+    assert (await cache.lookup(ask("What should I pack for a hot climate?"), on)) \
         .status == "miss"

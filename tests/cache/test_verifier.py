@@ -57,7 +57,8 @@ def test_missing_or_stale_weights_load_as_none(tmp_path):
 
 
 @pytest.mark.parametrize(("a", "b", "same"), [
-    ("Why is my internet so slow?", "What's making my broadband sluggish?", True),
+    ("What should I pack for a cold climate?", "What clothes should I bring somewhere freezing?",
+     True),
     ("How do I apply for a passport for my baby?", "What's the process to renew my own passport?",
      False),
 ])

@@ -49,3 +49,26 @@ def test_known_pairs_count_as_matched():
     a, b = read("What is the easiest way"), read("What is the simplest way")
     assert unmatched(a, b, True) == (["easiest"], ["simplest"])
     assert unmatched(a, b, True, frozenset({"easiest", "simplest"})) == ([], [])
+
+
+def test_wordnet_synonyms_match_only_a_word_the_other_side_swapped_in():
+    # "purchase"/"buy" are one WordNet synset (no hand-written group has them)
+    assert unmatched(read("How do I purchase a ticket?"), read("How do I buy a ticket?"),
+                     True) == ([], [])
+    # "account" is said on both sides, so it cannot also stand for "history" (WordNet's first
+    # sense of "account" is a narrative)
+    assert unmatched(read("How do I delete my account?"),
+                     read("How do I delete my account history?"), True) == ([], ["history"])
+
+
+def test_a_two_word_wordnet_lemma_covers_its_single_word_synonym():
+    a, b = read("How do I cancel my membership?"), read("How do I call off my membership?")
+    assert {"call", "off"} <= covered(b, a) and "cancel" in covered(a, b)
+    assert unmatched(a, b, True) == ([], [])
+
+
+def test_wordnet_antonyms_and_the_ex_prefix_are_opposites():
+    assert opposite("inflate", "deflate") and opposite("accepted", "refused")
+    assert opposite("partner", "expartner") and opposite("expartner", "partner")
+    assert not opposite("port", "export")  # "export" is a word of its own, not ex-"port"
+    assert not opposite("buy", "purchase")
