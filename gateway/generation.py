@@ -3,7 +3,8 @@ and their `/r/{route}/v1/...` forms.
 
 These carry nearly all the traffic, so they skip FastAPI's routing, dependency injection
 and middleware stack (seven layers, each awaited per request) and run in front of it
-(`GatewayApp.__call__` in `gateway/app.py`). They keep every behaviour of the rest of the
+(`GatewayApp.__call__` in `gateway/app.py`); under `headstart serve` they also skip uvicorn's
+per-request cycle (`gateway/http_protocol.py`). They keep every behaviour of the rest of the
 API: auth before anything else, OpenAI-style error bodies with the right status,
 `x-request-id` on every response, a disconnected client aborting the upstream request.
 """

@@ -42,12 +42,15 @@ class Pipeline:
         self.transforms = transforms
         self.metrics = metrics
 
-    async def run(self, ctx: RequestContext, *, split: bool = True) -> AsyncIterator[Chunk]:
+    async def run(self, ctx: RequestContext, *, split: bool = True,
+                  assembler: Assembler | None = None) -> AsyncIterator[Chunk]:
         """All chunks of the answer to `ctx.body`, each labelled with the client's model.
         `split=False`: the consumer folds the chunks into one answer, so a cached answer
-        is replayed in one piece."""
+        is replayed in one piece. `assembler`: the consumer's own, which the pipeline then
+        fills (a non-streaming answer is folded once, not twice)."""
         route, model = ctx.route.name, ctx.body.model
-        assembler = Assembler(ctx.kind, model)
+        if assembler is None:
+            assembler = Assembler(ctx.kind, model)
         outcome, first = "error", True
         try:
             source = await self._source(ctx, split)

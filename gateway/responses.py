@@ -86,14 +86,14 @@ async def send_json(send: CoalescedSend, status: int, body: bytes,
 async def write_answer(ctx: RequestContext, pipeline: Pipeline, send: CoalescedSend) -> None:
     """Run the pipeline for `ctx` and write its answer (raises `APIError` before the
     response has started; after that, errors travel in-band as SSE error frames)."""
-    chunks = pipeline.run(ctx, split=ctx.body.stream)
     if ctx.body.stream:
-        await _stream(ctx, chunks, send)
+        await _stream(ctx, pipeline.run(ctx), send)
         return
     assembler = Assembler(ctx.kind, ctx.body.model)
+    chunks = pipeline.run(ctx, split=False, assembler=assembler)  # fills `assembler`
     async with aclosing(chunks):  # type: ignore[type-var]
-        async for chunk in chunks:
-            assembler.add(chunk)
+        async for _ in chunks:
+            pass
     if assembler.finish_reason is None:
         raise APIError(502, f"upstream '{ctx.upstream_name}': the answer ended without a "
                        "finish reason", code="upstream_error")

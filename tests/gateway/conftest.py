@@ -20,19 +20,22 @@ import uvicorn
 from bench.processes import ServerProcess, free_port, headstart_cmd
 from gateway.app import create_app
 from gateway.config import GatewayConfig
+from gateway.http_protocol import GatewayHttpProtocol
 
 
 class GatewayThread:
-    """One gateway app served by uvicorn in a daemon thread; `app` is there for its state."""
+    """One gateway app served by uvicorn in a daemon thread; `app` is there for its state.
+    `http`: uvicorn's protocol (the gateway's own, as `headstart serve` uses, by default)."""
 
-    def __init__(self, config: dict[str, Any] | GatewayConfig) -> None:
+    def __init__(self, config: dict[str, Any] | GatewayConfig,
+                 http: type[asyncio.Protocol] | str = GatewayHttpProtocol) -> None:
         if not isinstance(config, GatewayConfig):
             config = GatewayConfig.from_dict(config, source="<test config>")
         self.app = create_app(config)
         self.port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(
             self.app, host="127.0.0.1", port=self.port, log_level="warning",
-            access_log=False, ws="websockets-sansio", lifespan="on"))
+            access_log=False, ws="websockets-sansio", lifespan="on", http=http))
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.error: BaseException | None = None
 
