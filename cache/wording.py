@@ -134,17 +134,17 @@ def covered(q: Question, other: Question) -> set[str]:
         for run in _runs(toks, acronym):
             out.update(run)
     out.update(a for a in acronyms(q) if _runs(other.tokens, a))
+    theirs, mine = _swapped_in(other, q), _swapped_in(q, other)
     for x, y in zip(toks, toks[1:], strict=False):  # "call off" / "cancel"
-        if any(same_meaning(f"{x}_{y}", w) for w in _swapped_in(other, q)):
+        if any(same_meaning(f"{x}_{y}", w) for w in theirs):
             out.update((x, y))
-    out.update(w for w in _swapped_in(q, other)
-               if any(same_meaning(f"{x}_{y}", w)
-                      for x, y in zip(other.tokens, other.tokens[1:], strict=False)))
+    their_lemmas = [f"{x}_{y}" for x, y in zip(other.tokens, other.tokens[1:], strict=False)]
+    out.update(w for w in mine if any(same_meaning(lemma, w) for lemma in their_lemmas))
     return out
 
 
-def matched(word: str, other: Question, fuzzy: bool, extra: set[str] = frozenset(),
-            swapped_in: list[str] | None = None) -> bool:
+def matched(word: str, other: Question, fuzzy: bool, extra: set[str],
+            swapped_in: list[str]) -> bool:
     """Whether `other` says `word` too (`extra`: words already known to be covered).
     `swapped_in`: the words of `other` that `word`'s side does not say itself, the only ones
     a WordNet synonym may pair with: "account" said on both sides cannot also stand for
@@ -160,8 +160,7 @@ def matched(word: str, other: Question, fuzzy: bool, extra: set[str] = frozenset
         return True
     if any(w in syns or stem(w) in syns for w in other.tokens):
         return True
-    candidates = other.content if swapped_in is None else swapped_in
-    return any(same_meaning(word, w) for w in candidates)
+    return any(same_meaning(word, w) for w in swapped_in)
 
 
 def _swapped_in(q: Question, other: Question) -> list[str]:
