@@ -4,7 +4,7 @@ FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
     LITELLM_LOCAL_MODEL_COST_MAP=True TOKENIZERS_PARALLELISM=false \
     PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
-RUN apt-get update && apt-get install -y --no-install-recommends make curl \
+RUN apt-get update && apt-get install -y --no-install-recommends make curl g++ \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml Makefile README.md ./

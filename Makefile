@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TEST_STAMP := $(VENV)/.installed-test-stamp
+KERNEL_STAMP := $(VENV)/.kernel-stamp
+KERNEL_SRC := engine/weights/group_quant_matmul.cpp engine/weights/group_quant_kernels.py
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
@@ -25,9 +27,15 @@ $(TEST_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(TEST_STAMP)
 
-install: $(STAMP)
+# The AMX kernel for decode steps (engine/weights/group_quant_kernels.py): compiled and
+# tried once here; where that fails the engine uses torch's own kernels.
+$(KERNEL_STAMP): $(STAMP) $(KERNEL_SRC)
+	$(BIN)/python -m engine.weights.group_quant_kernels
+	touch $(KERNEL_STAMP)
 
-install-test: $(TEST_STAMP)
+install: $(STAMP) $(KERNEL_STAMP)
+
+install-test: $(TEST_STAMP) $(KERNEL_STAMP)
 
 # llama.cpp (optional, benchmarks only). A native build may use AMX tile instructions that
 # some VMs advertise but forbid (SIGILL): build for AVX-512 without AMX.

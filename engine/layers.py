@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -99,26 +100,46 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return (x * cos).add_(swapped.mul_(sin))
 
 
-# Rows up to which the packed int4 copy beats the bf16 weights: its kernel's cost grows
-# with the rows while a bf16 matmul's stays flat (the weights' bytes dominate) up to ~16.
-# At 4 rows the int4 kernel costs what bf16 does with the weights hot in cache (303 vs 301
-# us per layer) while reading a quarter of the bytes (batch-4 steps under load: 212 vs 438
-# ms); at 8 rows it costs ~1.8x bf16's hot time, so 5+ rows stay on bf16.
+# Rows up to which torch's int4 kernel beats the bf16 weights (when the AMX block kernel is
+# missing; engine/weights/decode_copies.py decides otherwise): its cost grows with the rows
+# while a bf16 matmul's stays flat (the weights' bytes dominate) up to ~16. At 4 rows the
+# int4 kernel costs what bf16 does with the weights hot in cache (303 vs 301 us per layer)
+# while reading a quarter of the bytes (batch-4 steps under load: 212 vs 438 ms); at 8 rows
+# it costs ~1.8x bf16's hot time, so 5+ rows stay on bf16.
 DECODE_WEIGHT_MAX_ROWS = 4
 
 
-class Linear(nn.Linear):
-    """nn.Linear that may also hold a packed low-bit copy (engine/weights/packed.py) used
-    when a step has very few rows, where reading the weights is the whole cost; bf16 CPU
-    steps with more rows use a oneDNN-prepacked copy (same results, no per-call reorder)."""
+@dataclass(frozen=True)
+class DecodeCopy:
+    """A packed low-bit copy of a weight (`weight.matmul(x)` = x @ W.T for bf16 x) and the
+    most rows of x for which its kernel beats the dense weight."""
 
-    decode_weight: Any = None
+    max_rows: int
+    weight: Any
+
+
+def decode_matmul(copies: tuple[DecodeCopy, ...], x: Tensor) -> Tensor | None:
+    """x @ W.T by the first copy that serves x's rows; None where the dense weight should."""
+    if not copies or x.dtype != torch.bfloat16:
+        return None
+    rows = x.shape[0]
+    for copy in copies:
+        if rows <= copy.max_rows:
+            return copy.weight.matmul(x)
+    return None
+
+
+class Linear(nn.Linear):
+    """nn.Linear that may also hold packed low-bit copies (engine/weights/decode_copies.py)
+    for steps with few rows, where reading the weights is the whole cost; bf16 CPU steps
+    with more rows use a oneDNN-prepacked copy (same results, no per-call reorder)."""
+
+    decode_copies: tuple[DecodeCopy, ...] = ()
     packed_weight: Any = None  # PackedBf16, made on the first bf16 CPU call
 
     def forward(self, x: Tensor) -> Tensor:
-        if (self.decode_weight is not None and x.shape[0] <= DECODE_WEIGHT_MAX_ROWS
-                and x.dtype == torch.bfloat16):
-            out = self.decode_weight.matmul(x)
+        out = decode_matmul(self.decode_copies, x)
+        if out is not None:
             return out if self.bias is None else out + self.bias
         if x.dtype == torch.bfloat16 and x.device.type == "cpu":
             packed = packed_linear_weight(self, self.weight)

@@ -15,18 +15,20 @@ from torch import Tensor, nn
 
 from engine.attention import AttentionMetadata, AttentionPlan, paged_attention
 from engine.layers import (
+    DecodeCopy,
     Linear,
     RMSNorm,
     RotaryEmbedding,
     SwiGLU,
     apply_rope,
+    decode_matmul,
     packed_linear_weight,
     rope_inv_freq,
 )
 from engine.model_config import ModelConfig
 
 if TYPE_CHECKING:
-    from engine.weights.packed import PackedBf16, PackedInt8, Q4Blocks
+    from engine.weights.packed import PackedBf16, Q4Blocks, Q8Blocks
 
 
 class LlamaAttention(nn.Module):
@@ -78,7 +80,7 @@ class LlamaModel(nn.Module):
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.lm_head = None if config.tie_word_embeddings else nn.Linear(
             config.hidden_size, config.vocab_size, bias=False)
-        self.lm_head_packed: PackedInt8 | None = None
+        self.lm_head_copies: tuple[DecodeCopy, ...] = ()  # packed copies for few-row steps
         self.packed_weight: PackedBf16 | None = None  # the LM head's, for multi-row steps
         self.rotary = RotaryEmbedding(rope_inv_freq(config.head_dim, config.rope_theta,
                                                     config.rope_scaling))
@@ -102,8 +104,9 @@ class LlamaModel(nn.Module):
 
     def compute_logits(self, hidden: Tensor) -> Tensor:
         """[N, H] -> float32 logits [N, vocab]."""
-        if self.lm_head_packed is not None and hidden.shape[0] == 1:
-            return self.lm_head_packed.matmul(hidden).float()
+        out = decode_matmul(self.lm_head_copies, hidden)
+        if out is not None:
+            return out.float()
         if hidden.dtype == torch.bfloat16 and hidden.device.type == "cpu":
             packed = packed_linear_weight(self, self.lm_head_weight)
             if packed is not None:
@@ -114,12 +117,14 @@ class LlamaModel(nn.Module):
     def lm_head_weight(self) -> Tensor:
         return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
 
-    def attach_packed_weights(self, q4: dict[str, Q4Blocks]) -> int:
-        """Give single-row steps packed int4 copies of the Q4 weights and an int8 LM head.
+    def attach_packed_weights(self, blocks: dict[str, Q4Blocks | Q8Blocks]) -> int:
+        """Give few-row steps packed copies of the quantised weights (and of the LM head).
 
-        `q4` maps Hugging Face names to unpacked Q4 tensors. Returns the count of packed linears.
+        `blocks` maps Hugging Face names to unpacked Q4/Q8 tensors. Returns the count of
+        linears given copies.
         """
-        from engine.weights.packed import PackedInt4, PackedInt8, Q4Blocks
+        from engine.weights.decode_copies import linear_copies, lm_head_copies
+        from engine.weights.packed import Q4Blocks, Q8Blocks
 
         count = 0
         groups = {"self_attn.qkv_proj": ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
@@ -128,12 +133,16 @@ class LlamaModel(nn.Module):
                   "mlp.down_proj": ["mlp.down_proj"]}
         for i, layer in enumerate(self.layers):
             for target, sources in groups.items():
-                parts = [q4.get(f"model.layers.{i}.{name}.weight") for name in sources]
-                if all(p is not None for p in parts):
-                    layer.get_submodule(target).decode_weight = PackedInt4.from_blocks(
-                        Q4Blocks.concat(parts))
+                parts = [blocks.get(f"model.layers.{i}.{name}.weight") for name in sources]
+                kinds = {type(p) for p in parts}
+                if len(kinds) != 1 or kinds.pop() not in (Q4Blocks, Q8Blocks):
+                    continue
+                copies = linear_copies(type(parts[0]).concat(parts))
+                if copies:
+                    layer.get_submodule(target).decode_copies = copies
                     count += 1
-        self.lm_head_packed = PackedInt8.from_dense(self.lm_head_weight.detach())
+        head = blocks.get("model.embed_tokens.weight" if self.lm_head is None else "lm_head.weight")
+        self.lm_head_copies = lm_head_copies(head, self.lm_head_weight.detach())
         return count
 
     def set_rope_freq_factors(self, freq_factors: Tensor) -> None:

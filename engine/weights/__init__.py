@@ -59,8 +59,8 @@ def load_model(path: str | None = None, dtype: str | torch.dtype = "auto",
                ) -> tuple[LlamaModel, Tokenizer, ModelConfig]:
     """(model in eval mode, tokenizer, config) for a .gguf file or a Hugging Face folder.
 
-    With `packed_decode`, a bf16 model on the CPU loaded from a Q4 GGUF also keeps int4
-    copies of its Q4 weights (and an int8 LM head) for single-row steps: batch-1 decode.
+    With `packed_decode`, a bf16 model on the CPU loaded from a quantised GGUF also keeps
+    packed copies of its Q4/Q8 weights for few-row steps (decode; engine/weights/decode_copies.py).
     """
     from engine.weights.gguf_loader import GGUFCheckpoint
     from engine.weights.packed import packed_kernels_available
@@ -90,7 +90,7 @@ def load_model(path: str | None = None, dtype: str | torch.dtype = "auto",
         model.set_rope_freq_factors(freq_factors)
     if (packed_decode and isinstance(checkpoint, GGUFCheckpoint) and torch_dtype == torch.bfloat16
             and torch_device.type == "cpu" and packed_kernels_available()):
-        model.attach_packed_weights(checkpoint.q4_blocks())
+        model.attach_packed_weights(checkpoint.quant_blocks())
     return model.eval(), tokenizer, config
 
 

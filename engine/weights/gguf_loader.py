@@ -8,6 +8,7 @@ permutation is undone on load. Qwen2 files are not permuted.
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from typing import Any
 
 import gguf
@@ -17,7 +18,7 @@ from torch import Tensor
 
 from engine.errors import ModelLoadError
 from engine.model_config import ModelConfig
-from engine.weights.packed import Q4Blocks, unpack_q4
+from engine.weights.packed import Q4Blocks, Q8Blocks, unpack_q4, unpack_q8
 
 SUPPORTED_ARCHITECTURES = {"llama", "mistral", "qwen2"}
 PERMUTED_QK_ARCHITECTURES = {"llama", "mistral"}
@@ -112,19 +113,20 @@ class GGUFCheckpoint:
             out[name] = torch.from_numpy(np.array(array, dtype=np.float32, order="C")).to(dtype)
         return out
 
-    def q4_blocks(self) -> dict[str, Q4Blocks]:
-        """Q4_0/Q4_1 weights as codes + scales (Hugging Face names, Q/K rows unpermuted)."""
+    def quant_blocks(self) -> dict[str, Q4Blocks | Q8Blocks]:
+        """Q4_0/Q4_1/Q8_0 weights as codes + scales (Hugging Face names, Q/K rows unpermuted)."""
         c = self.config
         permute = self.config.architecture in PERMUTED_QK_ARCHITECTURES
-        out: dict[str, Q4Blocks] = {}
+        out: dict[str, Q4Blocks | Q8Blocks] = {}
         for t in self.reader.tensors:
             name = hf_name(t.name)
-            blocks = unpack_q4(t.data, t.tensor_type) if name else None
+            blocks = (unpack_q4(t.data, t.tensor_type) or unpack_q8(t.data, t.tensor_type)
+                      if name else None)
             if blocks is None:
                 continue
             heads = c.num_heads if ".q_proj." in name else c.num_kv_heads
             if permute and (".q_proj." in name or ".k_proj." in name):
-                blocks = Q4Blocks(*(unpermute_qk(a, heads)
-                                    for a in (blocks.codes, blocks.scale, blocks.zero)))
+                blocks = type(blocks)(*(unpermute_qk(getattr(blocks, f.name), heads)
+                                        for f in fields(blocks)))
             out[name] = blocks
         return out

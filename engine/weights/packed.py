@@ -56,6 +56,34 @@ def unpack_q4(data: np.ndarray, qtype: gguf.GGMLQuantizationType) -> Q4Blocks | 
 
 
 @dataclass
+class Q8Blocks:
+    """A Q8_0 tensor unpacked: int8 codes [N, K], per-32-column scale [N, K/32]; w = q * scale."""
+
+    codes: np.ndarray
+    scale: np.ndarray
+
+    @staticmethod
+    def concat(parts: list[Q8Blocks]) -> Q8Blocks:
+        return Q8Blocks(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("codes", "scale")))
+
+    def dequantize(self) -> np.ndarray:
+        rows, cols = self.codes.shape
+        codes = self.codes.reshape(rows, cols // GROUP, GROUP).astype(np.float32)
+        return (codes * self.scale[..., None]).reshape(rows, cols)
+
+
+def unpack_q8(data: np.ndarray, qtype: gguf.GGMLQuantizationType) -> Q8Blocks | None:
+    """Codes/scales of a Q8_0 tensor's raw bytes [N, K/32 * 34]; None for other types."""
+    if qtype != gguf.GGMLQuantizationType.Q8_0:
+        return None
+    rows = data.shape[0]
+    blocks = np.ascontiguousarray(data).reshape(rows, -1, 34)
+    scale = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
+    codes = blocks[..., 2:].copy().view(np.int8).reshape(rows, -1)
+    return Q8Blocks(codes, scale)
+
+
+@dataclass
 class PackedInt4:
     """torch's CPU int4 layout; `matmul(x)` = x @ W.T for bf16 x."""
 

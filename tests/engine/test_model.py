@@ -12,7 +12,6 @@ import os
 import pytest
 import torch
 
-from engine.layers import DECODE_WEIGHT_MAX_ROWS
 from tests.engine.conftest import PagedSequences, prompt_logits
 
 PROMPTS = [
@@ -94,18 +93,34 @@ def test_fp32_logits_match_transformers_gguf(smollm_fp32, hf_gguf_model, prompt)
     assert (prompt_logits(smollm_fp32.model, ids, split) - ref).abs().max() < 1e-4 * scale
 
 
+def served_rows(copies) -> list[tuple[int, object]]:
+    """(rows, copy) for every row count some decode copy serves, the copy that serves it."""
+    out, low = [], 1
+    for copy in copies:
+        out += [(rows, copy) for rows in range(low, copy.max_rows + 1)]
+        low = max(low, copy.max_rows + 1)
+    return out
+
+
 def test_bf16_packed_decode_matches_dense(smollm_bf16, smollm_fp32):
-    """Single-row steps use int4 copies of the Q4 weights; they must agree with the dense path."""
+    """Few-row steps use packed copies of the Q4/Q8 weights; they must agree with the dense path."""
     model = smollm_bf16.model
     qkv = model.layers[0].self_attn.qkv_proj
-    assert qkv.decode_weight is not None and model.lm_head_packed is not None
-    for rows in range(1, DECODE_WEIGHT_MAX_ROWS + 1):  # every row count the int4 copy serves
+    assert qkv.decode_copies and model.lm_head_copies
+    for rows, copy in served_rows(qkv.decode_copies):  # every row count a copy serves
         x = torch.randn(rows, model.config.hidden_size, dtype=torch.bfloat16)
         dense = torch.nn.functional.linear(x, qkv.weight).float()
         with torch.inference_mode():
             packed = qkv(x)
-        assert torch.equal(packed, qkv.decode_weight.matmul(x))
+        assert torch.equal(packed, copy.weight.matmul(x))
         assert (packed.float() - dense).abs().max() < 0.02 * dense.abs().max()
+    for rows, copy in served_rows(model.lm_head_copies):
+        x = torch.randn(rows, model.config.hidden_size, dtype=torch.bfloat16)
+        dense = torch.nn.functional.linear(x.float(), model.lm_head_weight.float())
+        with torch.inference_mode():
+            logits = model.compute_logits(x)
+        assert torch.equal(logits, copy.weight.matmul(x).float())
+        assert (logits - dense).abs().max() < 0.03 * dense.abs().max()
     ids = smollm_fp32.tokenizer.encode(PROMPTS[2])
     ref = PagedSequences(smollm_fp32.model)
     low = PagedSequences(model)
@@ -124,7 +139,8 @@ def test_bf16_multi_row_linears_use_prepacked_weights_bit_identically(smollm_bf1
     if not bf16_pack_available(model.lm_head_weight):
         pytest.skip("no oneDNN bf16 linear on this build")
     mlp = model.layers[3].mlp
-    for rows in (DECODE_WEIGHT_MAX_ROWS + 1, 40):
+    above = max(copy.max_rows for copy in mlp.gate_up_proj.decode_copies + model.lm_head_copies)
+    for rows in (above + 1, 40):
         x = torch.randn(rows, model.config.hidden_size, dtype=torch.bfloat16)
         with torch.inference_mode():
             out = mlp.gate_up_proj(x)

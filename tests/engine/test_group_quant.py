@@ -1,0 +1,128 @@
+"""The AMX group-quant kernel and its tile layout: exact layout, results against float32,
+which copy serves which rows, and the fallbacks when the kernel is missing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from engine.weights import group_quant_kernels as gqk
+from engine.weights.amx_blocks import AmxQ4, AmxQ8, tile_rows
+from engine.weights.decode_copies import (
+    AMX_MAX_ROWS,
+    INT4_MAX_ROWS,
+    INT4_MAX_ROWS_BESIDE_AMX,
+    linear_copies,
+)
+from engine.weights.packed import PackedInt4, Q4Blocks, Q8Blocks
+
+needs_kernel = pytest.mark.skipif(gqk.kernels() is None, reason="AMX group kernel not built here")
+
+
+def q4_blocks(rows: int, cols: int, seed: int = 0) -> Q4Blocks:
+    rng = np.random.default_rng(seed)
+    return Q4Blocks(rng.integers(0, 16, (rows, cols)).astype(np.uint8),
+                    (rng.random((rows, cols // 32)) * 0.05).astype(np.float32),
+                    (rng.standard_normal((rows, cols // 32)) * 0.1).astype(np.float32))
+
+
+def test_tile_rows_put_each_columns_input_pairs_side_by_side():
+    w = np.arange(32 * 64).reshape(32, 64)  # W[n][k] = 64 n + k
+    tiles = tile_rows(w)
+    assert tiles.shape == (2, 2, 16, 32)  # [column block, group, tile row, 16 columns x 2]
+    for block, group, r, c in [(0, 0, 0, 0), (0, 0, 0, 1), (1, 1, 15, 31), (0, 1, 7, 6)]:
+        n, k = 16 * block + c // 2, 32 * group + 2 * r + c % 2
+        assert tiles[block, group, r, c] == w[n, k]
+    assert tiles[0, 0, 0, :4].tolist() == [0, 1, 64, 65]  # (W00, W01), (W10, W11)
+
+
+def test_q4_codes_share_bytes_low_nibble_first():
+    blocks = q4_blocks(16, 32)
+    rows = tile_rows(blocks.codes)[0, 0]
+    packed = AmxQ4.from_blocks(blocks, module=type("M", (), {"q4_matmul": None})).codes[0, 0]
+    assert packed.shape == (8, 32)
+    assert np.array_equal(packed.numpy() & 0x0F, rows[0::2])
+    assert np.array_equal(packed.numpy() >> 4, rows[1::2])
+
+
+@needs_kernel
+@pytest.mark.parametrize("shape", [(16, 32), (48, 96), (960, 576)])
+def test_q4_kernel_matches_float32_for_every_row_count(shape):
+    blocks = q4_blocks(*shape)
+    weight = AmxQ4.from_blocks(blocks)
+    dense = torch.from_numpy(blocks.dequantize())
+    for rows in range(1, AMX_MAX_ROWS + 1):
+        x = torch.randn(rows, shape[1]).bfloat16()
+        ref = x.float() @ dense.T
+        got = weight.matmul(x)
+        assert got.dtype == torch.bfloat16 and got.shape == (rows, shape[0])
+        # bf16 output rounding is the error: at most ~1/256 of the largest value
+        assert (got.float() - ref).abs().max() <= 6e-3 * ref.abs().max()
+
+
+@needs_kernel
+def test_q8_kernel_is_as_exact_as_the_bf16_output_allows():
+    rng = np.random.default_rng(1)
+    codes = rng.integers(-127, 128, (64, 96)).astype(np.int8)
+    scales = (rng.random((64, 3)) * 0.01).astype(np.float32)
+    weight = AmxQ8.from_codes(codes, scales)
+    dense = torch.from_numpy(Q8Blocks(codes, scales).dequantize())
+    x = torch.randn(5, 96).bfloat16()
+    ref = x.float() @ dense.T
+    got = weight.matmul(x).float()
+    assert torch.allclose(got, ref, rtol=8e-3, atol=1e-3 * ref.abs().max().item())
+
+
+@needs_kernel
+def test_kernel_rejects_what_it_cannot_serve():
+    weight = AmxQ4.from_blocks(q4_blocks(16, 32))
+    with pytest.raises(RuntimeError, match="1 to 16 rows"):
+        weight.matmul(torch.randn(AMX_MAX_ROWS + 1, 32).bfloat16())
+    with pytest.raises(RuntimeError, match="bf16"):
+        weight.matmul(torch.randn(2, 32))
+    with pytest.raises(RuntimeError, match="64 columns, the weight takes 32"):
+        weight.matmul(torch.randn(2, 64).bfloat16())
+
+
+@needs_kernel
+def test_q4_linear_keeps_int4_for_one_or_two_rows_and_amx_up_to_sixteen():
+    copies = linear_copies(q4_blocks(32, 64))
+    assert [(c.max_rows, type(c.weight)) for c in copies] == [
+        (INT4_MAX_ROWS_BESIDE_AMX, PackedInt4), (AMX_MAX_ROWS, AmxQ4)]
+    assert [type(c.weight) for c in linear_copies(Q8Blocks(np.zeros((16, 32), np.int8),
+                                                           np.ones((16, 1), np.float32)))] == [AmxQ8]
+
+
+def test_without_the_kernel_q4_linears_keep_torchs_int4_up_to_four_rows(monkeypatch):
+    monkeypatch.setenv("HEADSTART_GROUP_KERNELS", "0")
+    gqk.kernels.cache_clear()
+    try:
+        copies = linear_copies(q4_blocks(32, 64))
+        assert [(c.max_rows, type(c.weight)) for c in copies] == [(INT4_MAX_ROWS, PackedInt4)]
+        assert linear_copies(Q8Blocks(np.zeros((16, 32), np.int8),
+                                      np.ones((16, 1), np.float32))) == ()
+    finally:
+        monkeypatch.undo()
+        gqk.kernels.cache_clear()
+
+
+def test_a_build_from_another_source_is_not_loaded(monkeypatch, tmp_path):
+    monkeypatch.setenv("HEADSTART_KERNEL_DIR", str(tmp_path))
+    (tmp_path / gqk.VERIFIED).write_text("0" * 64)
+    gqk.kernels.cache_clear()
+    try:
+        assert not gqk.verified()
+        assert gqk.kernels() is None
+    finally:
+        monkeypatch.undo()
+        gqk.kernels.cache_clear()
+
+
+def test_cpu_flags_come_from_cpuinfo(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor : 0\nflags : fpu avx512f avx512bw avx512vl avx512_bf16 amx_tile\n")
+    assert not gqk.cpu_has_flags(str(info))  # no amx_bf16
+    info.write_text(info.read_text().replace("amx_tile", "amx_tile amx_bf16"))
+    assert gqk.cpu_has_flags(str(info))
+    assert not gqk.cpu_has_flags(str(tmp_path / "missing"))
