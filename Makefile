@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TEST_STAMP := $(VENV)/.installed-test-stamp
 KERNEL_STAMP := $(VENV)/.kernel-stamp
-KERNEL_SRC := engine/weights/group_quant_matmul.cpp engine/weights/group_quant_kernels.py
+KERNEL_SRC := $(wildcard engine/kernels/*.cpp engine/kernels/*.h) engine/kernels/build.py
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
@@ -27,10 +27,10 @@ $(TEST_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(TEST_STAMP)
 
-# The AMX kernel for decode steps (engine/weights/group_quant_kernels.py): compiled and
-# tried once here; where that fails the engine uses torch's own kernels.
+# The engine's CPU kernels (engine/kernels/build.py): compiled and tried once here; where
+# that fails the engine uses torch's own kernels.
 $(KERNEL_STAMP): $(STAMP) $(KERNEL_SRC)
-	$(BIN)/python -m engine.weights.group_quant_kernels
+	$(BIN)/python -m engine.kernels.build
 	touch $(KERNEL_STAMP)
 
 install: $(STAMP) $(KERNEL_STAMP)

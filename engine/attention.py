@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from engine.layers import decode_ops
+
 
 @dataclass
 class AttentionMetadata:
@@ -52,6 +54,8 @@ class DecodeBatch:
     mask: Tensor | None    # [B, 1, 1, ctx_max] True where a key is in context
     batch: int
     ctx_max: int
+    tables: Tensor         # [B, max_blocks] int64: the sequences' block tables (for the kernel)
+    lens: Tensor           # [B] int64 context lengths
 
     @classmethod
     def build(cls, seqs: list[int], meta: AttentionMetadata, tables: Tensor, block_size: int,
@@ -61,14 +65,17 @@ class DecodeBatch:
         rows = None
         if len(seqs) != starts[-1]:
             rows = torch.tensor([starts[i] for i in seqs], device=device)
+        seq_tables = tables if len(seqs) == tables.shape[0] else tables[seqs]
+        ctx_lens = torch.tensor(lens, device=device)
         if min(lens) == ctx_max:
             num_blocks = -(-ctx_max // block_size)
-            blocks = tables[seqs[0], :num_blocks] if len(seqs) == 1 else tables[seqs, :num_blocks]
-            return cls(rows, blocks.reshape(-1), None, None, len(seqs), ctx_max)
-        ctx_lens = torch.tensor(lens, device=device)
-        slots = _slots(tables[seqs], ctx_lens, ctx_max, block_size)
+            blocks = seq_tables[:, :num_blocks]
+            return cls(rows, blocks.reshape(-1), None, None, len(seqs), ctx_max, seq_tables,
+                       ctx_lens)
+        slots = _slots(seq_tables, ctx_lens, ctx_max, block_size)
         mask = (torch.arange(ctx_max, device=device)[None, :] < ctx_lens[:, None])
-        return cls(rows, None, slots, mask[:, None, None, :], len(seqs), ctx_max)
+        return cls(rows, None, slots, mask[:, None, None, :], len(seqs), ctx_max, seq_tables,
+                   ctx_lens)
 
     def keys_values(self, layer_cache: Tensor) -> Tensor:
         """[2, B, ctx_max, kv_heads, head_dim]: K and V of every sequence, in one gather."""
@@ -132,13 +139,18 @@ def paged_attention(q: Tensor, k: Tensor, v: Tensor, layer_cache: Tensor,
 
     Writes k/v into the cache, returns the attention output [T, heads, d].
     """
+    decode = plan.decode
+    if decode is not None and decode.rows is None:  # a decode-only step
+        ops = decode_ops(q)
+        if ops is not None and q.shape[-1] % 32 == 0 and layer_cache.is_contiguous():
+            return ops.paged_decode_attention(q, k, v, layer_cache, plan.slot_mapping,
+                                              decode.tables, decode.lens, scale)
     num_kv, head_dim = layer_cache.shape[-2], layer_cache.shape[-1]
     k_cache = layer_cache[0].view(-1, num_kv, head_dim)
     v_cache = layer_cache[1].view(-1, num_kv, head_dim)
     k_cache.index_copy_(0, plan.slot_mapping, k)
     v_cache.index_copy_(0, plan.slot_mapping, v)
     gqa = q.shape[1] != num_kv
-    decode = plan.decode
     if decode is not None and decode.rows is None:  # a decode-only step: no scatter back
         return _decode_attention(q, layer_cache, decode, scale)
     out = torch.empty_like(q)

@@ -4,11 +4,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from engine.kernels.build import kernels
+
+# Rows up to which a step's elementwise work goes to the fused kernels of
+# engine/kernels/decode_ops.cpp: there torch's per-op dispatch costs more than the work.
+FUSED_MAX_ROWS = 16
+
+
+def decode_ops(x: Tensor) -> ModuleType | None:
+    """The engine's compiled kernels when they serve `x` (a few bf16 CPU rows), else None."""
+    if x.shape[0] > FUSED_MAX_ROWS or x.dtype != torch.bfloat16 or x.device.type != "cpu":
+        return None
+    return kernels()
 
 
 class RMSNorm(nn.Module):
@@ -26,12 +40,23 @@ class RMSNorm(nn.Module):
         self._doubled: tuple[tuple[int, int], Tensor] | None = None
 
     def forward(self, x: Tensor) -> Tensor:
+        ops = decode_ops(x)
+        if ops is not None:
+            return ops.rms_norm(x, self.weight, self.eps)
         if x.dtype == torch.bfloat16 and x.device.type == "cpu":
             hidden = x.shape[-1]
             out = F.layer_norm(torch.cat((x, -x), dim=-1), (2 * hidden,), self.doubled_weight(),
                                None, self.eps)
             return out[..., :hidden].contiguous()
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+    def add_forward(self, delta: Tensor, residual: Tensor) -> tuple[Tensor, Tensor]:
+        """(norm(residual + delta), residual + delta); the sum may be written into `residual`."""
+        ops = decode_ops(residual)
+        if ops is not None:
+            return ops.add_rms_norm_(residual, delta, self.weight, self.eps), residual
+        residual = residual + delta
+        return self(residual), residual
 
     def doubled_weight(self) -> Tensor:
         """[weight, weight], rebuilt if the weight is reloaded in place."""
@@ -94,7 +119,13 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """x: [T, heads, head_dim]; `sin` as `RotaryEmbedding.cos_sin` returns it (sign folded in).
 
     Same rounding as the Hugging Face `x * cos + rotate_half(x) * sin`, in fewer passes.
+    Few-row bf16 steps rotate `x` in place with one fused kernel: use the returned tensor,
+    and do not count on `x` either way.
     """
+    ops = decode_ops(x)
+    if ops is not None and x.shape[-1] % 32 == 0:
+        ops.rope_(x, cos, sin)
+        return x
     half = x.shape[-1] // 2
     swapped = torch.cat((x[..., half:], x[..., :half]), dim=-1)
     return (x * cos).add_(swapped.mul_(sin))
@@ -170,5 +201,9 @@ class SwiGLU(nn.Module):
         self.intermediate_size = intermediate_size
 
     def forward(self, x: Tensor) -> Tensor:
-        gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
+        gate_up = self.gate_up_proj(x)
+        ops = decode_ops(gate_up)
+        if ops is not None and self.intermediate_size % 16 == 0:
+            return self.down_proj(ops.silu_mul(gate_up))
+        gate, up = gate_up.split(self.intermediate_size, dim=-1)
         return self.down_proj(F.silu(gate).mul_(up))

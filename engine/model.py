@@ -63,10 +63,17 @@ class LlamaDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.mlp = SwiGLU(config.hidden_size, config.intermediate_size)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, layer_cache: Tensor,
-                plan: AttentionPlan) -> Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, layer_cache, plan)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x: Tensor, residual: Tensor | None, cos: Tensor, sin: Tensor,
+                layer_cache: Tensor, plan: AttentionPlan) -> tuple[Tensor, Tensor]:
+        """(this layer's MLP output, the residual stream before adding it): the next norm
+        adds the two, so that a fused kernel can do the add and the norm in one pass."""
+        if residual is None:
+            residual, h = x, self.input_layernorm(x)
+        else:
+            h, residual = self.input_layernorm.add_forward(x, residual)
+        h, residual = self.post_attention_layernorm.add_forward(
+            self.self_attn(h, cos, sin, layer_cache, plan), residual)
+        return self.mlp(h), residual
 
 
 class LlamaModel(nn.Module):
@@ -98,9 +105,10 @@ class LlamaModel(nn.Module):
         plan = AttentionPlan.build(meta, kv_cache.shape[3], input_ids.device)
         x = self.embed_tokens(input_ids)
         cos, sin = self.rotary.cos_sin(positions, x.dtype)
+        residual = None
         for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, kv_cache[i], plan)
-        return self.norm(x)
+            x, residual = layer(x, residual, cos, sin, kv_cache[i], plan)
+        return self.norm.add_forward(x, residual)[0]
 
     def compute_logits(self, hidden: Tensor) -> Tensor:
         """[N, H] -> float32 logits [N, vocab]."""

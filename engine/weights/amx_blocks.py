@@ -1,4 +1,4 @@
-"""Q4_1 / Q8_0 weights rearranged into AMX tile blocks for group_quant_matmul.cpp.
+"""Q4_1 / Q8_0 weights rearranged into AMX tile blocks for engine/kernels/group_quant_matmul.cpp.
 
 A block is 16 output columns x 32 inputs (one quantisation group per column), stored as
 the 16 rows of an AMX bf16 "B" tile: row r holds (W[n][2r], W[n][2r+1]) for n = 0..15.
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from engine.weights.group_quant_kernels import kernels
+from engine.kernels.build import kernels
 from engine.weights.packed import GROUP, Q4Blocks
 
 COLS = 16  # output columns per block

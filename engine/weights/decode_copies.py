@@ -13,9 +13,9 @@ product for all rows) from 3 to 16; dense bf16 above, where prefill chunks live.
 
 from __future__ import annotations
 
+from engine.kernels.build import kernels
 from engine.layers import DecodeCopy
 from engine.weights.amx_blocks import AmxQ4, AmxQ8, fits
-from engine.weights.group_quant_kernels import kernels
 from engine.weights.packed import PackedInt4, PackedInt8, Q4Blocks, Q8Blocks
 
 INT4_MAX_ROWS_BESIDE_AMX = 2

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.weights import group_quant_kernels as gqk
+from engine.kernels import build as gqk
 from engine.weights.amx_blocks import AmxQ4, AmxQ8, tile_rows
 from engine.weights.decode_copies import (
     AMX_MAX_ROWS,
@@ -95,7 +95,7 @@ def test_q4_linear_keeps_int4_for_one_or_two_rows_and_amx_up_to_sixteen():
 
 
 def test_without_the_kernel_q4_linears_keep_torchs_int4_up_to_four_rows(monkeypatch):
-    monkeypatch.setenv("HEADSTART_GROUP_KERNELS", "0")
+    monkeypatch.setenv("HEADSTART_KERNELS", "0")
     gqk.kernels.cache_clear()
     try:
         copies = linear_copies(q4_blocks(32, 64))

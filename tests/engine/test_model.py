@@ -178,7 +178,10 @@ def test_rope_matches_rotate_half_reference_exactly(dtype):
     angles = torch.cat((angles, angles), dim=-1)[:, None, :]
     ref_cos, ref_sin = angles.cos().to(dtype), angles.sin().to(dtype)
     rotated = torch.cat((-x[..., 32:], x[..., :32]), dim=-1)
-    assert torch.equal(apply_rope(x, cos, sin), x * ref_cos + rotated * ref_sin)
+    expected = x * ref_cos + rotated * ref_sin
+    assert torch.equal(apply_rope(x.clone(), cos, sin), expected)  # fused kernel for 4 bf16 rows
+    view = torch.cat((x, torch.zeros(4, 2, 64, dtype=dtype)), dim=1)[:, :3]  # strided, like qkv's
+    assert torch.equal(apply_rope(view, cos, sin), expected)
 
 
 @pytest.mark.parametrize("rows", [1, 8, 64, 2048])

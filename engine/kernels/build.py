@@ -1,11 +1,11 @@
-"""Build, verify and load the AMX kernel for few-row matmuls over quantised groups.
+"""Build, verify and load the engine's CPU kernels (the .cpp files beside this one).
 
-The kernel (group_quant_matmul.cpp) is compiled once by `make install`
-(`python -m engine.weights.group_quant_kernels`) into the virtualenv and then tried in a
-child process: some VMs advertise AMX but kill the process that uses it. Only a build that
-passed that trial, from the current source, is loaded; otherwise (no compiler, no AMX, a
-CPU or VM that refuses it, HEADSTART_GROUP_KERNELS=0) `kernels()` is None and the engine
-keeps torch's own int4 kernel and dense weights. The engine never compiles anything.
+They are compiled once by `make install` (`python -m engine.kernels.build`) into the
+virtualenv as one extension module, then tried in a child process: some VMs advertise AMX
+but kill the process that uses it. Only a build that passed that trial, from the current
+sources, is loaded; otherwise (no compiler, no AMX, a CPU or VM that refuses it,
+HEADSTART_KERNELS=0) `kernels()` is None and the engine keeps torch's own kernels. The
+engine never compiles anything.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from types import ModuleType
 
 log = logging.getLogger(__name__)
 
-NAME = "headstart_group_quant"
-MODULE = "engine.weights.group_quant_kernels"  # this file, also when run with -m
-SOURCE = Path(__file__).with_name("group_quant_matmul.cpp")
+NAME = "headstart_kernels"
+MODULE = "engine.kernels.build"  # this file, also when run with -m
+SOURCES = sorted(Path(__file__).parent.glob("*.cpp"))
+HEADERS = sorted(Path(__file__).parent.glob("*.h"))
 CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile", "amx_bf16")
 CFLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mamx-tile",
           "-mamx-bf16", "-fopenmp"]
@@ -37,7 +38,10 @@ def build_dir() -> Path:
 
 
 def source_hash() -> str:
-    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()
+    digest = hashlib.sha256(" ".join(CFLAGS).encode())
+    for path in SOURCES + HEADERS:
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
 
 
 def cpu_has_flags(cpuinfo: str = "/proc/cpuinfo") -> bool:
@@ -60,7 +64,7 @@ def _load(verbose: bool = False) -> ModuleType:
     target.mkdir(parents=True, exist_ok=True)
     # -fopenmp makes at::parallel_for run on torch's pool: the module's libgomp.so.1 is
     # the one torch already loaded (same soname), not a second runtime.
-    return cpp.load(name=NAME, sources=[str(SOURCE)], build_directory=str(target),
+    return cpp.load(name=NAME, sources=[str(p) for p in SOURCES], build_directory=str(target),
                     extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"], verbose=verbose)
 
 
@@ -72,15 +76,15 @@ def verified() -> bool:
 @functools.cache
 def kernels() -> ModuleType | None:
     """The compiled module, or None where it is off, unbuilt, stale or refused."""
-    if os.environ.get("HEADSTART_GROUP_KERNELS", "1") == "0" or not cpu_has_flags():
+    if os.environ.get("HEADSTART_KERNELS", "1") == "0" or not cpu_has_flags():
         return None
     if not verified():
-        log.info("AMX group kernel not built for this source (make install); using torch's")
+        log.info("CPU kernels not built for these sources (make install); using torch's")
         return None
     try:
         module = _load()
     except Exception as exc:  # a broken build: fall back, never fail
-        log.warning("AMX group kernel failed to load (%s); using torch's kernels", exc)
+        log.warning("CPU kernels failed to load (%s); using torch's", exc)
         return None
     if not module.amx_ready():
         log.info("Linux refused AMX tile state; using torch's kernels")

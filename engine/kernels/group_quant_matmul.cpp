@@ -19,14 +19,16 @@
 #include <c10/util/BFloat16.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
-#include <torch/extension.h>
 #include <unistd.h>
 
+#include "kernels.h"
+
+namespace headstart {
 namespace {
 
 constexpr int kGroup = 32;      // inputs per block: one quantisation group
 constexpr int kCols = 16;       // output columns per block: one AMX tile's width in fp32
-constexpr int kMaxRows = 16;    // rows of x: one AMX tile's height
+constexpr int kMaxRows = kGroupQuantMaxRows;  // rows of x: one AMX tile's height
 constexpr int kTileRows = 16;   // rows of a B tile: 32 inputs as 16 pairs
 
 struct alignas(64) TileConfig {
@@ -36,12 +38,6 @@ struct alignas(64) TileConfig {
   uint16_t colsb[16] = {};
   uint8_t rows[16] = {};
 };
-
-// Linux hands out AMX state only on request, once per process.
-bool request_amx() {
-  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-}
 
 // Q4: 32 bytes -> B rows 2i (low nibbles) and 2i+1 (high nibbles) as bf16 of 128 + q.
 struct UnpackQ4 {
@@ -152,6 +148,8 @@ torch::Tensor block_matmul(const torch::Tensor& x, const torch::Tensor& codes,
   return out;
 }
 
+}  // namespace
+
 torch::Tensor q4_matmul(const torch::Tensor& x, const torch::Tensor& codes,
                         const torch::Tensor& scales, const torch::Tensor& offsets) {
   TORCH_CHECK(codes.scalar_type() == at::kByte, "Q4 codes must be uint8");
@@ -164,11 +162,9 @@ torch::Tensor q8_matmul(const torch::Tensor& x, const torch::Tensor& codes,
   return block_matmul<UnpackQ8>(x, codes, scales, nullptr);
 }
 
-}  // namespace
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("q4_matmul", &q4_matmul, "x @ W.T for W in packed Q4 blocks (1-16 bf16 rows)");
-  m.def("q8_matmul", &q8_matmul, "x @ W.T for W in packed Q8 blocks (1-16 bf16 rows)");
-  m.def("amx_ready", &request_amx, "ask Linux for AMX tile state; False if refused");
-  m.attr("max_rows") = kMaxRows;
+bool request_amx() {
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
+
+}  // namespace headstart

@@ -1,0 +1,15 @@
+// The Python module: one extension for all of the engine's CPU kernels.
+#include "kernels.h"
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("q4_matmul", &headstart::q4_matmul, "x @ W.T for W in packed Q4 blocks (1-16 bf16 rows)");
+  m.def("q8_matmul", &headstart::q8_matmul, "x @ W.T for W in packed Q8 blocks (1-16 bf16 rows)");
+  m.def("amx_ready", &headstart::request_amx, "ask Linux for AMX tile state; False if refused");
+  m.def("rms_norm", &headstart::rms_norm, "RMSNorm of bf16 rows");
+  m.def("add_rms_norm_", &headstart::add_rms_norm_, "x += delta in place, then RMSNorm of x");
+  m.def("rope_", &headstart::rope_, "rotate q and k heads in place");
+  m.def("silu_mul", &headstart::silu_mul, "silu(gate) * up");
+  m.def("paged_decode_attention", &headstart::paged_decode_attention,
+        "write the new K/V, then attend one query per sequence over the paged cache");
+  m.attr("max_rows") = headstart::kGroupQuantMaxRows;
+}
