@@ -1,0 +1,93 @@
+"""The fused decode kernels (engine/kernels/decode_ops.cpp, decode_attention.cpp) against
+the torch code they replace: same rounding, the cache written where the slots say, bad
+input refused before anything is written."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from engine.kernels.build import kernels
+
+pytestmark = pytest.mark.skipif(kernels() is None, reason="CPU kernels not built here")
+
+
+def bf16(*shape: int, scale: float = 1.0) -> torch.Tensor:
+    return (torch.randn(*shape) * scale).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("rows", [1, 8, 16])
+def test_rms_norm_rounds_once_like_torch(rows):
+    x, w = bf16(rows, 576, scale=3.0), bf16(576)
+    out = kernels().rms_norm(x, w, 1e-5)
+    ref = F.rms_norm(x.float(), (576,), w.float(), 1e-5).to(torch.bfloat16)
+    assert (out != ref).float().mean() < 0.002  # fp32 sum order only: rare 1-ulp flips
+    torch.testing.assert_close(out, ref, rtol=2 ** -7, atol=2 ** -7)
+
+
+def test_add_rms_norm_writes_the_sum_into_the_residual():
+    residual, delta, w = bf16(4, 576), bf16(4, 576), bf16(576)
+    expected_sum = residual + delta
+    kept = residual
+    out = kernels().add_rms_norm_(residual, delta, w, 1e-5)
+    assert kept is residual and torch.equal(residual, expected_sum)
+    assert torch.equal(out, kernels().rms_norm(expected_sum, w, 1e-5))
+
+
+def test_silu_mul_matches_torchs_two_roundings():
+    gate_up = bf16(3, 2 * 1536, scale=4.0)
+    gate, up = gate_up.split(1536, dim=-1)
+    ref = F.silu(gate).mul_(up)
+    out = kernels().silu_mul(gate_up)
+    assert out.shape == (3, 1536)
+    assert (out != ref).float().mean() < 0.002  # exp differs from torch's in the last fp32 bits
+    torch.testing.assert_close(out, ref, rtol=2 ** -7, atol=1e-6)
+
+
+def reference_attention(q, cache, tables, lens, block_size, scale):
+    """SDPA over each sequence's gathered context, in float32."""
+    outs = []
+    for b, length in enumerate(lens):
+        pos = torch.arange(length)
+        slots = tables[b, pos // block_size] * block_size + pos % block_size
+        k = cache[0].reshape(-1, *cache.shape[3:])[slots].float()  # [L, kv, D]
+        v = cache[1].reshape(-1, *cache.shape[3:])[slots].float()
+        o = F.scaled_dot_product_attention(q[b].float()[:, None], k.transpose(0, 1),
+                                           v.transpose(0, 1), scale=scale, enable_gqa=True)
+        outs.append(o[:, 0])
+    return torch.stack(outs)
+
+
+def test_paged_decode_attention_writes_kv_and_matches_sdpa():
+    torch.manual_seed(0)
+    blocks, block_size, kv, heads, d = 12, 16, 3, 9, 64
+    cache = bf16(2, blocks, block_size, kv, d)
+    tables = torch.tensor([[3, 7, 1, 0], [5, 2, 0, 0], [9, 0, 0, 0]])
+    lens = torch.tensor([40, 17, 1])
+    slots = torch.tensor([tables[b, (n - 1) // block_size] * block_size + (n - 1) % block_size
+                          for b, n in enumerate(lens.tolist())])
+    qkv = bf16(3, heads * d + 2 * kv * d)  # strided views, as the model passes them
+    q = qkv[:, :heads * d].view(3, heads, d)
+    k = qkv[:, heads * d:(heads + kv) * d].view(3, kv, d)
+    v = qkv[:, (heads + kv) * d:].view(3, kv, d)
+    out = kernels().paged_decode_attention(q, k, v, cache, slots, tables, lens, d ** -0.5)
+    flat = cache.view(2, -1, kv, d)
+    assert torch.equal(flat[0, slots], k) and torch.equal(flat[1, slots], v)
+    ref = reference_attention(q, cache, tables, lens.tolist(), block_size, d ** -0.5)
+    assert out.shape == (3, heads, d) and out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=1e-2)
+    assert torch.allclose(out[2].float(), v[2].float().repeat_interleave(3, 0), atol=1e-2)
+
+
+def test_paged_decode_attention_refuses_bad_tables_before_writing():
+    cache = bf16(2, 4, 16, 1, 32)
+    before = cache.clone()
+    q, k, v = bf16(1, 2, 32), bf16(1, 1, 32), bf16(1, 1, 32)
+    with pytest.raises(RuntimeError, match="block id out of range"):
+        kernels().paged_decode_attention(q, k, v, cache, torch.tensor([3]),
+                                         torch.tensor([[0, 9]]), torch.tensor([20]), 1.0)
+    with pytest.raises(RuntimeError, match="slot out of range"):
+        kernels().paged_decode_attention(q, k, v, cache, torch.tensor([64]),
+                                         torch.tensor([[0, 1]]), torch.tensor([20]), 1.0)
+    assert torch.equal(cache, before)
