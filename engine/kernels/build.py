@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import logging
 import os
 import subprocess
@@ -57,15 +58,30 @@ def cpu_has_flags(cpuinfo: str = "/proc/cpuinfo") -> bool:
     return False
 
 
-def _load(verbose: bool = False) -> ModuleType:
+def _build() -> None:
     import torch.utils.cpp_extension as cpp
 
     target = build_dir()
     target.mkdir(parents=True, exist_ok=True)
+    # torch runs `ninja` from PATH: put the environment's own (the `ninja` package) first
+    scripts = str(Path(sys.executable).parent)
+    os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
     # -fopenmp makes at::parallel_for run on torch's pool: the module's libgomp.so.1 is
     # the one torch already loaded (same soname), not a second runtime.
-    return cpp.load(name=NAME, sources=[str(p) for p in SOURCES], build_directory=str(target),
-                    extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"], verbose=verbose)
+    cpp.load(name=NAME, sources=[str(p) for p in SOURCES], build_directory=str(target),
+             extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"], verbose=True)
+
+
+def _import() -> ModuleType:
+    """The built module, imported from its file (no ninja, no build lock)."""
+    import torch  # noqa: F401  (the module links against torch's libraries)
+
+    spec = importlib.util.spec_from_file_location(NAME, build_dir() / f"{NAME}.so")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no {NAME}.so in {build_dir()}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def verified() -> bool:
@@ -82,7 +98,7 @@ def kernels() -> ModuleType | None:
         log.info("CPU kernels not built for these sources (make install); using torch's")
         return None
     try:
-        module = _load()
+        module = _import()
     except Exception as exc:  # a broken build: fall back, never fail
         log.warning("CPU kernels failed to load (%s); using torch's", exc)
         return None
@@ -97,7 +113,7 @@ def trial() -> None:
     import numpy as np
     import torch
 
-    module = _load()
+    module = _import()
     assert module.amx_ready(), "AMX tile state refused"
     from engine.weights.amx_blocks import AmxQ4, AmxQ8
     from engine.weights.packed import Q4Blocks
@@ -124,7 +140,7 @@ def main() -> int:
         print(f"[{NAME}] this CPU lacks {', '.join(CPU_FLAGS)}: not built")
         return 0
     try:
-        _load(verbose=True)
+        _build()
     except Exception as exc:
         print(f"[{NAME}] build failed, the engine will use torch's kernels: {exc}")
         return 0
