@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from engine.layers import decode_ops
+from engine.layers import fused_ops
 
 
 @dataclass
@@ -141,7 +141,7 @@ def paged_attention(q: Tensor, k: Tensor, v: Tensor, layer_cache: Tensor,
     """
     decode = plan.decode
     if decode is not None and decode.rows is None:  # a decode-only step
-        ops = decode_ops(q)
+        ops = fused_ops(q)
         if ops is not None and q.shape[-1] % 32 == 0 and layer_cache.is_contiguous():
             return ops.paged_decode_attention(q, k, v, layer_cache, plan.slot_mapping,
                                               decode.tables, decode.lens, scale)

@@ -13,14 +13,10 @@ from torch import Tensor, nn
 
 from engine.kernels.build import kernels
 
-# Rows up to which a step's elementwise work goes to the fused kernels of
-# engine/kernels/decode_ops.cpp: there torch's per-op dispatch costs more than the work.
-FUSED_MAX_ROWS = 16
 
-
-def decode_ops(x: Tensor) -> ModuleType | None:
-    """The engine's compiled kernels when they serve `x` (a few bf16 CPU rows), else None."""
-    if x.shape[0] > FUSED_MAX_ROWS or x.dtype != torch.bfloat16 or x.device.type != "cpu":
+def fused_ops(x: Tensor) -> ModuleType | None:
+    """The engine's compiled kernels (engine/kernels/) when they serve `x` (bf16 on the CPU)."""
+    if x.dtype != torch.bfloat16 or x.device.type != "cpu":
         return None
     return kernels()
 
@@ -28,9 +24,11 @@ def decode_ops(x: Tensor) -> ModuleType | None:
 class RMSNorm(nn.Module):
     """Root-mean-square norm, accumulated in float32 for bf16 input.
 
-    On the CPU, torch's rms_norm is ~9 small ops; for bf16 we use the fused LayerNorm kernel
-    instead: [x, -x] has zero mean and variance mean(x^2), so its LayerNorm is x's RMSNorm
-    (measured bit-identical up to 64 rows, 1 bf16 ulp at 2,048; 7% of a batch-1 decode step).
+    On the CPU, torch's rms_norm is ~9 small ops. bf16 rows go to the compiled kernel
+    (engine/kernels/decode_ops.cpp, which also folds in the residual add) where it is built;
+    otherwise to the fused LayerNorm kernel: [x, -x] has zero mean and variance mean(x^2),
+    so its LayerNorm is x's RMSNorm (measured bit-identical up to 64 rows, 1 bf16 ulp at
+    2,048).
     """
 
     def __init__(self, hidden_size: int, eps: float) -> None:
@@ -39,8 +37,13 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self._doubled: tuple[tuple[int, int], Tensor] | None = None
 
+    def _kernels(self, x: Tensor) -> ModuleType | None:
+        if x.dim() != 2 or x.shape[-1] % 16 or not x.is_contiguous():
+            return None
+        return fused_ops(x)
+
     def forward(self, x: Tensor) -> Tensor:
-        ops = decode_ops(x)
+        ops = self._kernels(x)
         if ops is not None:
             return ops.rms_norm(x, self.weight, self.eps)
         if x.dtype == torch.bfloat16 and x.device.type == "cpu":
@@ -52,8 +55,8 @@ class RMSNorm(nn.Module):
 
     def add_forward(self, delta: Tensor, residual: Tensor) -> tuple[Tensor, Tensor]:
         """(norm(residual + delta), residual + delta); the sum may be written into `residual`."""
-        ops = decode_ops(residual)
-        if ops is not None:
+        ops = self._kernels(residual)
+        if ops is not None and delta.is_contiguous():
             return ops.add_rms_norm_(residual, delta, self.weight, self.eps), residual
         residual = residual + delta
         return self(residual), residual
@@ -122,7 +125,7 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     Few-row bf16 steps rotate `x` in place with one fused kernel: use the returned tensor,
     and do not count on `x` either way.
     """
-    ops = decode_ops(x)
+    ops = fused_ops(x)
     if ops is not None and x.shape[-1] % 32 == 0:
         ops.rope_(x, cos, sin)
         return x
@@ -202,7 +205,7 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         gate_up = self.gate_up_proj(x)
-        ops = decode_ops(gate_up)
+        ops = fused_ops(gate_up)
         if ops is not None and self.intermediate_size % 16 == 0:
             return self.down_proj(ops.silu_mul(gate_up))
         gate, up = gate_up.split(self.intermediate_size, dim=-1)

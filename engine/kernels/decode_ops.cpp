@@ -1,11 +1,13 @@
-// The small elementwise steps of a decoder layer, fused for decode steps (few rows).
+// The elementwise steps of a decoder layer, fused: residual add + RMSNorm, RoPE on q and
+// k, SiLU gate, one call each instead of ~10 torch ops per layer.
 //
-// At batch 1 a layer's matmuls take tens of microseconds and each of the ~20 torch ops
-// around them costs a few microseconds of dispatch whatever its size; these kernels do
-// residual-add + RMSNorm, RoPE on q and k, and SiLU-gate in one call each. They round
-// to bf16 where the torch ops they replace round, so the results are the same up to the
-// order of fp32 sums.
+// At decode (a few rows) each torch op costs a few microseconds of dispatch whatever its
+// size; at prefill the torch versions make several passes over [T, H] activations (the
+// norm alone is cat + layer_norm + slice). These round to bf16 where the torch ops they
+// replace round, so results are the same up to the order of fp32 sums. Rows are split
+// across torch's threads.
 
+#include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 #include <immintrin.h>
 
@@ -19,17 +21,50 @@ namespace {
 
 using simd::load_bf16, simd::round_bf16, simd::store_bf16;
 
-// RMSNorm of one row, rounded once: bf16(x / rms(x) * weight), as torch's rms_norm.
+// Rows per task when splitting [T, H] work across threads: a few rows of 576 are
+// microseconds, less than waking a thread.
+constexpr int64_t kGrainRows = 8;
+
+// RMSNorm of one row (H a multiple of 16), rounded once: bf16(x / rms(x) * weight), as
+// torch's rms_norm.
 void norm_row(const c10::BFloat16* x, const c10::BFloat16* weight, float eps, int64_t H,
               c10::BFloat16* out) {
-  float squares = 0.f;
-  for (int64_t i = 0; i < H; ++i) {
-    const float v = static_cast<float>(x[i]);
-    squares += v * v;
+  __m512 squares = _mm512_setzero_ps();
+  for (int64_t i = 0; i < H; i += 16) {
+    const __m512 v = load_bf16(x + i);
+    squares = _mm512_fmadd_ps(v, v, squares);
   }
-  const float inv = 1.f / std::sqrt(squares / static_cast<float>(H) + eps);
-  for (int64_t i = 0; i < H; ++i)
-    out[i] = c10::BFloat16(static_cast<float>(x[i]) * inv * static_cast<float>(weight[i]));
+  const __m512 inv = _mm512_set1_ps(
+      1.f / std::sqrt(_mm512_reduce_add_ps(squares) / static_cast<float>(H) + eps));
+  for (int64_t i = 0; i < H; i += 16)
+    store_bf16(out + i, _mm512_mul_ps(_mm512_mul_ps(load_bf16(x + i), inv), load_bf16(weight + i)));
+}
+
+// One head rotated in place: bf16(bf16(x * cos) + bf16(swapped * sin)), swapped = [x2, x1]
+// and rotate-half's sign folded into sin.
+void rope_head(c10::BFloat16* x, const c10::BFloat16* cos, const c10::BFloat16* sin,
+               int64_t D) {
+  const int64_t half = D / 2;
+  for (int64_t i = 0; i < half; i += 16) {
+    const __m512 a = load_bf16(x + i), b = load_bf16(x + half + i);
+    const __m512 lo = _mm512_add_ps(round_bf16(_mm512_mul_ps(a, load_bf16(cos + i))),
+                                    round_bf16(_mm512_mul_ps(b, load_bf16(sin + i))));
+    const __m512 hi = _mm512_add_ps(round_bf16(_mm512_mul_ps(b, load_bf16(cos + half + i))),
+                                    round_bf16(_mm512_mul_ps(a, load_bf16(sin + half + i))));
+    store_bf16(x + i, lo);
+    store_bf16(x + half + i, hi);
+  }
+}
+
+// bf16(bf16(silu(gate)) * up) for one row [gate | up] of width 2I; silu(x) = x / (1 + e^-x).
+void silu_mul_row(const c10::BFloat16* gate_up, int64_t I, c10::BFloat16* out) {
+  const __m512 one = _mm512_set1_ps(1.f);
+  for (int64_t i = 0; i < I; i += 16) {
+    const __m512 x = load_bf16(gate_up + i);
+    const __m512 e = simd::exp(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    const __m512 silu = round_bf16(_mm512_div_ps(x, _mm512_add_ps(one, e)));
+    store_bf16(out + i, _mm512_mul_ps(silu, load_bf16(gate_up + I + i)));
+  }
 }
 
 void check_rows(const torch::Tensor& t, const char* name) {
@@ -45,11 +80,16 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
   TORCH_CHECK(weight.numel() == x.size(1) && weight.scalar_type() == at::kBFloat16 &&
                   weight.is_contiguous(),
               "weight must be bf16 with one value per column");
+  TORCH_CHECK(x.size(1) % 16 == 0, "the hidden size must be a multiple of 16");
   torch::Tensor out = torch::empty_like(x);
-  const int64_t T = x.size(0), H = x.size(1);
-  for (int64_t t = 0; t < T; ++t)
-    norm_row(x.data_ptr<c10::BFloat16>() + t * H, weight.data_ptr<c10::BFloat16>(),
-             static_cast<float>(eps), H, out.data_ptr<c10::BFloat16>() + t * H);
+  const int64_t H = x.size(1);
+  const auto* xp = x.data_ptr<c10::BFloat16>();
+  const auto* wp = weight.data_ptr<c10::BFloat16>();
+  auto* op = out.data_ptr<c10::BFloat16>();
+  at::parallel_for(0, x.size(0), kGrainRows, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      norm_row(xp + t * H, wp, static_cast<float>(eps), H, op + t * H);
+  });
   return out;
 }
 
@@ -58,41 +98,33 @@ torch::Tensor add_rms_norm_(torch::Tensor& x, const torch::Tensor& delta,
   check_rows(x, "x");
   check_rows(delta, "delta");
   TORCH_CHECK(delta.sizes() == x.sizes(), "delta must have x's shape");
-  const int64_t n = x.numel();
+  TORCH_CHECK(x.size(1) % 16 == 0, "the hidden size must be a multiple of 16");
+  const int64_t H = x.size(1);
   auto* xp = x.data_ptr<c10::BFloat16>();
   const auto* dp = delta.data_ptr<c10::BFloat16>();
-  for (int64_t i = 0; i < n; ++i)  // x += delta, rounded to bf16 like torch's add
-    xp[i] = c10::BFloat16(static_cast<float>(xp[i]) + static_cast<float>(dp[i]));
+  at::parallel_for(0, x.size(0), kGrainRows, [&](int64_t t0, int64_t t1) {
+    for (int64_t i = t0 * H; i < t1 * H; i += 16)  // x += delta, rounded like torch's add
+      store_bf16(xp + i, _mm512_add_ps(load_bf16(xp + i), load_bf16(dp + i)));
+  });
   return rms_norm(x, weight, eps);
 }
 
 void rope_(torch::Tensor& qk, const torch::Tensor& cos, const torch::Tensor& sin) {
   TORCH_CHECK(qk.dim() == 3 && qk.scalar_type() == at::kBFloat16 && qk.stride(2) == 1,
               "qk must be bf16 [T, heads, head_dim] with unit stride in head_dim");
-  const int64_t T = qk.size(0), heads = qk.size(1), D = qk.size(2), half = D / 2;
+  const int64_t T = qk.size(0), heads = qk.size(1), D = qk.size(2);
   TORCH_CHECK(D % 32 == 0, "head_dim must be a multiple of 32");
   TORCH_CHECK(cos.is_contiguous() && sin.is_contiguous() && cos.numel() == T * D &&
                   sin.numel() == T * D && cos.scalar_type() == at::kBFloat16,
               "cos and sin must be contiguous bf16 [T, 1, head_dim]");
   auto* base = qk.data_ptr<c10::BFloat16>();
-  for (int64_t t = 0; t < T; ++t) {
-    const auto* c = cos.data_ptr<c10::BFloat16>() + t * D;
-    const auto* s = sin.data_ptr<c10::BFloat16>() + t * D;  // rotate-half's sign folded in
-    for (int64_t h = 0; h < heads; ++h) {
-      c10::BFloat16* x = base + t * qk.stride(0) + h * qk.stride(1);
-      for (int64_t i = 0; i < half; i += 16) {
-        const __m512 a = load_bf16(x + i), b = load_bf16(x + half + i);
-        // bf16(bf16(x * cos) + bf16(swapped * sin)), swapped = [x2, x1]
-        const __m512 lo = _mm512_add_ps(round_bf16(_mm512_mul_ps(a, load_bf16(c + i))),
-                                        round_bf16(_mm512_mul_ps(b, load_bf16(s + i))));
-        const __m512 hi =
-            _mm512_add_ps(round_bf16(_mm512_mul_ps(b, load_bf16(c + half + i))),
-                          round_bf16(_mm512_mul_ps(a, load_bf16(s + half + i))));
-        store_bf16(x + i, lo);
-        store_bf16(x + half + i, hi);
-      }
-    }
-  }
+  const auto* cp = cos.data_ptr<c10::BFloat16>();
+  const auto* sp = sin.data_ptr<c10::BFloat16>();
+  at::parallel_for(0, T, kGrainRows, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        rope_head(base + t * qk.stride(0) + h * qk.stride(1), cp + t * D, sp + t * D, D);
+  });
 }
 
 torch::Tensor silu_mul(const torch::Tensor& gate_up) {
@@ -100,17 +132,11 @@ torch::Tensor silu_mul(const torch::Tensor& gate_up) {
   const int64_t T = gate_up.size(0), I = gate_up.size(1) / 2;
   TORCH_CHECK(I % 16 == 0, "the intermediate size must be a multiple of 16");
   torch::Tensor out = torch::empty({T, I}, gate_up.options());
-  for (int64_t t = 0; t < T; ++t) {
-    const auto* g = gate_up.data_ptr<c10::BFloat16>() + t * 2 * I;
-    auto* o = out.data_ptr<c10::BFloat16>() + t * I;
-    for (int64_t i = 0; i < I; i += 16) {
-      const __m512 x = load_bf16(g + i);
-      // bf16(bf16(silu(gate)) * up), silu(x) = x / (1 + exp(-x))
-      const __m512 silu = round_bf16(_mm512_div_ps(
-          x, _mm512_add_ps(_mm512_set1_ps(1.f), simd::exp(_mm512_sub_ps(_mm512_setzero_ps(), x)))));
-      store_bf16(o + i, _mm512_mul_ps(silu, load_bf16(g + I + i)));
-    }
-  }
+  const auto* gp = gate_up.data_ptr<c10::BFloat16>();
+  auto* op = out.data_ptr<c10::BFloat16>();
+  at::parallel_for(0, T, kGrainRows, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) silu_mul_row(gp + t * 2 * I, I, op + t * I);
+  });
   return out;
 }
 
