@@ -22,12 +22,14 @@ from engine.layers import (
     SwiGLU,
     apply_rope,
     decode_matmul,
+    fused_ops,
     packed_linear_weight,
     rope_inv_freq,
 )
 from engine.model_config import ModelConfig
 
 if TYPE_CHECKING:
+    from engine.weights.decode_layer_weights import DecodeLayerWeights
     from engine.weights.packed import PackedBf16, Q4Blocks, Q8Blocks
 
 
@@ -89,6 +91,8 @@ class LlamaModel(nn.Module):
             config.hidden_size, config.vocab_size, bias=False)
         self.lm_head_copies: tuple[DecodeCopy, ...] = ()  # packed copies for few-row steps
         self.packed_weight: PackedBf16 | None = None  # the LM head's, for multi-row steps
+        self._decode_weights: DecodeLayerWeights | bool | None = None  # False: not available
+        self.one_call_decode = True  # decode steps through decode_layers.cpp where it applies
         self.rotary = RotaryEmbedding(rope_inv_freq(config.head_dim, config.rope_theta,
                                                     config.rope_scaling))
 
@@ -105,10 +109,41 @@ class LlamaModel(nn.Module):
         plan = AttentionPlan.build(meta, kv_cache.shape[3], input_ids.device)
         x = self.embed_tokens(input_ids)
         cos, sin = self.rotary.cos_sin(positions, x.dtype)
+        decoded = self._decode_in_one_call(x, cos, sin, kv_cache, plan)
+        if decoded is not None:
+            return decoded
         residual = None
         for i, layer in enumerate(self.layers):
             x, residual = layer(x, residual, cos, sin, kv_cache[i], plan)
         return self.norm.add_forward(x, residual)[0]
+
+    def _decode_in_one_call(self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: Tensor,
+                            plan: AttentionPlan) -> Tensor | None:
+        """A decode-only step of few rows through engine/kernels/decode_layers.cpp (the same
+        kernels as the loop above, without the interpreter between them); None where it
+        does not apply."""
+        decode = plan.decode
+        if (not self.one_call_decode or decode is None or decode.rows is not None
+                or not kv_cache.is_contiguous()):
+            return None
+        ops = fused_ops(x)
+        weights = self.decode_layer_weights() if ops is not None else None
+        if weights is None or x.shape[0] > weights.max_rows:
+            return None
+        c = self.config
+        return ops.decode_layers(x, weights.tensors, self.norm.weight, self.norm.eps, cos, sin,
+                                 kv_cache, plan.slot_mapping, decode.tables, decode.lens,
+                                 c.head_dim ** -0.5, c.num_heads, c.num_kv_heads,
+                                 weights.int4_rows)
+
+    def decode_layer_weights(self) -> DecodeLayerWeights | None:
+        """Every layer's tensors for decode_layers.cpp, flattened once (see `Slot` there);
+        None unless each linear has the int4 + AMX-block copies that kernel expects."""
+        if self._decode_weights is None:
+            from engine.weights.decode_layer_weights import DecodeLayerWeights
+
+            self._decode_weights = DecodeLayerWeights.of(self) or False
+        return self._decode_weights or None
 
     def compute_logits(self, hidden: Tensor) -> Tensor:
         """[N, H] -> float32 logits [N, vocab]."""
@@ -149,6 +184,7 @@ class LlamaModel(nn.Module):
                 if copies:
                     layer.get_submodule(target).decode_copies = copies
                     count += 1
+        self._decode_weights = None
         head = blocks.get("model.embed_tokens.weight" if self.lm_head is None else "lm_head.weight")
         self.lm_head_copies = lm_head_copies(head, self.lm_head_weight.detach())
         return count

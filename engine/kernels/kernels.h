@@ -34,4 +34,14 @@ torch::Tensor paged_decode_attention(const torch::Tensor& q, const torch::Tensor
                                      const torch::Tensor& slots, const torch::Tensor& tables,
                                      const torch::Tensor& context_lens, double scale);
 
+// decode_layers.cpp: all decoder layers of a decode-only step; `w` holds each layer's
+// tensors (engine/model.py `LlamaModel.decode_layer_weights`), `embedded` [T, H] becomes
+// the residual stream (written in place). Returns the final norm's output [T, H].
+torch::Tensor decode_layers(const torch::Tensor& embedded, const std::vector<torch::Tensor>& w,
+                            const torch::Tensor& final_norm, double eps, const torch::Tensor& cos,
+                            const torch::Tensor& sin, const torch::Tensor& kv_cache,
+                            const torch::Tensor& slots, const torch::Tensor& tables,
+                            const torch::Tensor& context_lens, double scale, int64_t num_heads,
+                            int64_t num_kv_heads, int64_t int4_rows);
+
 }  // namespace headstart

@@ -11,5 +11,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("silu_mul", &headstart::silu_mul, "silu(gate) * up");
   m.def("paged_decode_attention", &headstart::paged_decode_attention,
         "write the new K/V, then attend one query per sequence over the paged cache");
+  m.def("decode_layers", &headstart::decode_layers, "every decoder layer of a decode step");
   m.attr("max_rows") = headstart::kGroupQuantMaxRows;
 }

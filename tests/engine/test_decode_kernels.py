@@ -91,3 +91,27 @@ def test_paged_decode_attention_refuses_bad_tables_before_writing():
         kernels().paged_decode_attention(q, k, v, cache, torch.tensor([64]),
                                          torch.tensor([[0, 1]]), torch.tensor([20]), 1.0)
     assert torch.equal(cache, before)
+
+
+def test_one_call_decode_is_bit_identical_to_the_layer_loop(smollm_bf16):
+    """decode_layers.cpp runs the same kernels as LlamaModel's Python loop: same logits,
+    same cache, for 1-2 rows (int4 copies) and 3+ rows (AMX blocks)."""
+    from tests.engine.conftest import PagedSequences
+
+    model = smollm_bf16.model
+    assert model.decode_layer_weights() is not None
+    fast, loop = PagedSequences(model), PagedSequences(model)
+    prompts = {0: [1, 2, 3, 4, 5] * 7, 1: [9, 8, 7] * 5, 2: [11, 12] * 20, 3: [40] * 3}
+    steps = [{0: [17]}, {0: [18], 1: [19]}, {0: [20], 1: [21], 2: [22], 3: [23]}]
+    for seqs in (fast, loop):
+        seqs.step(prompts)
+    for new in steps:
+        fast_logits = fast.step(new)
+        model.one_call_decode = False
+        try:
+            loop_logits = loop.step(new)
+        finally:
+            model.one_call_decode = True
+        for seq in new:
+            assert torch.equal(fast_logits[seq], loop_logits[seq])
+        assert torch.equal(fast.kv, loop.kv)

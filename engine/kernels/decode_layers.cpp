@@ -1,0 +1,75 @@
+// Every decoder layer of one decode step in one call: the same kernels, in the same order,
+// as LlamaModel.forward's Python path takes for a decode-only step on the CPU, without the
+// interpreter between them.
+//
+// At batch 1 the Python path issues ~15 calls per layer, each a few microseconds of
+// interpreter and module dispatch: about a third of the step. The layer logic stays in
+// engine/model.py; this is its decode specialisation (tests/engine/test_decode_kernels.py
+// checks that both give bit-identical hidden states).
+
+#include <ATen/ATen.h>
+
+#include "kernels.h"
+
+namespace headstart {
+namespace {
+
+// The per-layer tensors, in the order engine/model.py's `decode_layer_weights` lists them.
+enum Slot : int64_t {
+  kInputNorm, kPostNorm, kQkvBias,
+  kQkvInt4, kQkvInt4Scales, kQkvCodes, kQkvScales, kQkvOffsets,
+  kOInt4, kOInt4Scales, kOCodes, kOScales, kOOffsets,
+  kGateUpInt4, kGateUpInt4Scales, kGateUpCodes, kGateUpScales, kGateUpOffsets,
+  kDownInt4, kDownInt4Scales, kDownCodes, kDownScales, kDownOffsets,
+  kSlotsPerLayer
+};
+
+// x @ W.T by torch's int4 kernel for up to `int4_rows` rows, else by the AMX blocks.
+torch::Tensor linear(const torch::Tensor& x, const std::vector<torch::Tensor>& w, int64_t base,
+                     int64_t first, int64_t int4_rows) {
+  const int64_t at = base + first;
+  if (x.size(0) <= int4_rows)
+    return at::_weight_int4pack_mm_for_cpu(x, w[at], 32, w[at + 1]);
+  return q4_matmul(x, w[at + 2], w[at + 3], w[at + 4]);
+}
+
+}  // namespace
+
+torch::Tensor decode_layers(const torch::Tensor& embedded, const std::vector<torch::Tensor>& w,
+                            const torch::Tensor& final_norm, double eps, const torch::Tensor& cos,
+                            const torch::Tensor& sin, const torch::Tensor& kv_cache,
+                            const torch::Tensor& slots, const torch::Tensor& tables,
+                            const torch::Tensor& context_lens, double scale, int64_t num_heads,
+                            int64_t num_kv_heads, int64_t int4_rows) {
+  const int64_t layers = kv_cache.size(0);
+  TORCH_CHECK(static_cast<int64_t>(w.size()) == layers * kSlotsPerLayer,
+              "expected ", kSlotsPerLayer, " tensors per layer");
+  const int64_t T = embedded.size(0), D = kv_cache.size(-1);
+  const int64_t q_size = num_heads * D, kv_size = num_kv_heads * D;
+  TORCH_CHECK(embedded.is_contiguous(), "the embeddings must be contiguous");
+  torch::Tensor residual = embedded;  // the residual stream, added to in place
+  torch::Tensor h = rms_norm(residual, w[kInputNorm], eps);
+  torch::Tensor mlp_out;
+  for (int64_t l = 0; l < layers; ++l) {
+    const int64_t base = l * kSlotsPerLayer;
+    if (l > 0) h = add_rms_norm_(residual, mlp_out, w[base + kInputNorm], eps);
+    torch::Tensor qkv = linear(h, w, base, kQkvInt4, int4_rows);
+    if (w[base + kQkvBias].defined() && w[base + kQkvBias].numel() > 0)
+      qkv = qkv + w[base + kQkvBias];
+    torch::Tensor qk = qkv.narrow(1, 0, q_size + kv_size).view({T, num_heads + num_kv_heads, D});
+    rope_(qk, cos, sin);
+    const torch::Tensor q = qk.narrow(1, 0, num_heads);
+    const torch::Tensor k = qk.narrow(1, num_heads, num_kv_heads);
+    const torch::Tensor v = qkv.narrow(1, q_size + kv_size, kv_size).view({T, num_kv_heads, D});
+    torch::Tensor layer_cache = kv_cache.select(0, l);
+    const torch::Tensor attn = paged_decode_attention(q, k, v, layer_cache, slots, tables,
+                                                      context_lens, scale);
+    const torch::Tensor o = linear(attn.view({T, q_size}), w, base, kOInt4, int4_rows);
+    h = add_rms_norm_(residual, o, w[base + kPostNorm], eps);
+    const torch::Tensor gate_up = linear(h, w, base, kGateUpInt4, int4_rows);
+    mlp_out = linear(silu_mul(gate_up), w, base, kDownInt4, int4_rows);
+  }
+  return add_rms_norm_(residual, mlp_out, final_norm, eps);
+}
+
+}  // namespace headstart

@@ -1,0 +1,54 @@
+"""The flat list of per-layer tensors that engine/kernels/decode_layers.cpp walks.
+
+The kernel runs every layer of a decode step in one call; it takes each layer's norms, the
+optional qkv bias and, for each of the four linears, the torch-int4 copy (for 1-2 rows)
+and the AMX-block copy (3-16 rows). The order here is the `Slot` enum there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:
+    from engine.model import LlamaModel
+
+LINEARS = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
+
+
+@dataclass
+class DecodeLayerWeights:
+    tensors: list[Tensor]
+    int4_rows: int  # rows up to which the int4 copies serve, as in the Python path
+    max_rows: int   # rows up to which the AMX copies serve: above, the Python path runs
+
+    @classmethod
+    def of(cls, model: LlamaModel) -> DecodeLayerWeights | None:
+        """None unless every linear has exactly (int4, AMX Q4) copies with shared limits."""
+        from engine.weights.amx_blocks import AmxQ4
+        from engine.weights.packed import PackedInt4
+
+        tensors: list[Tensor] = []
+        limits = set()
+        empty = torch.empty(0, dtype=model.dtype)
+        for layer in model.layers:
+            bias = layer.self_attn.qkv_proj.bias
+            tensors += [layer.input_layernorm.weight.detach(),
+                        layer.post_attention_layernorm.weight.detach(),
+                        empty if bias is None else bias.detach()]
+            for name in LINEARS:
+                copies = layer.get_submodule(name).decode_copies
+                if (len(copies) != 2 or not isinstance(copies[0].weight, PackedInt4)
+                        or not isinstance(copies[1].weight, AmxQ4)):
+                    return None
+                int4, amx = copies[0].weight, copies[1].weight
+                limits.add((copies[0].max_rows, copies[1].max_rows))
+                tensors += [int4.packed, int4.scales_and_zeros, amx.codes, amx.scales,
+                            amx.offsets]
+        if len(limits) != 1:
+            return None
+        int4_rows, max_rows = limits.pop()
+        return cls(tensors, int4_rows, max_rows)
