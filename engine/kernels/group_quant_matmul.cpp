@@ -30,6 +30,7 @@ constexpr int kGroup = 32;      // inputs per block: one quantisation group
 constexpr int kCols = 16;       // output columns per block: one AMX tile's width in fp32
 constexpr int kMaxRows = kGroupQuantMaxRows;  // rows of x: one AMX tile's height
 constexpr int kTileRows = 16;   // rows of a B tile: 32 inputs as 16 pairs
+constexpr int kPrefetchBlocks = 4;  // how far ahead the codes are prefetched
 
 struct alignas(64) TileConfig {
   uint8_t palette_id = 1;
@@ -91,6 +92,11 @@ void column_blocks(const c10::BFloat16* x, const float* xsum, const typename Unp
     for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t block = b * groups + g;
+      // the codes stream from memory once per step: ask for a later block's lines now
+      const char* ahead = reinterpret_cast<const char*>(codes + (block + kPrefetchBlocks) *
+                                                                    Unpack::kBlockBytes);
+      for (int line = 0; line < Unpack::kBlockBytes; line += 64)
+        _mm_prefetch(ahead + line, _MM_HINT_T0);
       Unpack::rows(codes + block * Unpack::kBlockBytes, tile);
       _tile_zero(0);
       _tile_loadd(1, x + g * kGroup, K * sizeof(c10::BFloat16));
