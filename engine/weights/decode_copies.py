@@ -1,14 +1,19 @@
 """Which packed copies of a quantised weight serve decode steps of how many rows.
 
-Measured here (all 30 layers of SmolLM2-135M, 2 threads, ms per step's linears):
+`python -m bench.kernel_bench` (SmolLM2-135M's own weights, 2 threads, caches flushed
+before each call; ms for one step's linears over all 30 layers, and for the LM head):
 
-    rows           1     2     4     8     16
-    bf16 dense   16.8  17.8  17.9  19.0  20.4
-    torch int4    5.0   6.2   8.4  15.7  29.2
-    AMX blocks    7.1   7.1   7.4   8.3  10.5
+    rows                   1     2     4     8     16
+    layers: bf16 dense   26.2  26.1  26.8  25.7  26.2
+    layers: torch int4    6.6   8.0  10.5  19.1  34.7
+    layers: AMX blocks    8.5   8.4   9.3  10.5  13.2
+    head: bf16 dense      4.5   4.3   4.5   4.2   3.9
+    head: int8 per row    2.5   2.2   2.8   6.6  10.9
+    head: AMX Q8 blocks   2.2   2.1   2.2   2.3   2.5
 
-torch's int4 kernel wins at 1-2 rows; the AMX block kernel (read the codes once, one tile
-product for all rows) from 3 to 16; dense bf16 above, where prefill chunks live.
+torch's int4 kernel wins at 1-2 rows (also inside whole decode steps); the AMX block
+kernel (codes read once, one tile product for all rows) from 3 to 16; dense bf16 above,
+where prefill chunks live. The LM head keeps its exact Q8_0 codes on AMX at every row count.
 """
 
 from __future__ import annotations
