@@ -134,15 +134,6 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return (x * cos).add_(swapped.mul_(sin))
 
 
-# Rows up to which torch's int4 kernel beats the bf16 weights (when the AMX block kernel is
-# missing; engine/weights/decode_copies.py decides otherwise): its cost grows with the rows
-# while a bf16 matmul's stays flat (the weights' bytes dominate) up to ~16. At 4 rows the
-# int4 kernel costs what bf16 does with the weights hot in cache (303 vs 301 us per layer)
-# while reading a quarter of the bytes (batch-4 steps under load: 212 vs 438 ms); at 8 rows
-# it costs ~1.8x bf16's hot time, so 5+ rows stay on bf16.
-DECODE_WEIGHT_MAX_ROWS = 4
-
-
 @dataclass(frozen=True)
 class DecodeCopy:
     """A packed low-bit copy of a weight (`weight.matmul(x)` = x @ W.T for bf16 x) and the
