@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 
 import torch
@@ -13,6 +14,7 @@ from engine.model_config import ModelConfig
 from engine.tokenizer import Tokenizer
 
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+log = logging.getLogger(__name__)
 
 
 def default_model_path() -> str:
@@ -90,7 +92,11 @@ def load_model(path: str | None = None, dtype: str | torch.dtype = "auto",
         model.set_rope_freq_factors(freq_factors)
     if (packed_decode and isinstance(checkpoint, GGUFCheckpoint) and torch_dtype == torch.bfloat16
             and torch_device.type == "cpu" and packed_kernels_available()):
-        model.attach_packed_weights(checkpoint.quant_blocks())
+        from engine.kernels.build import kernels
+
+        count = model.attach_packed_weights(checkpoint.quant_blocks())
+        log.info("decode copies for %d linears; compiled CPU kernels %s", count,
+                 "on" if kernels() is not None else "off (torch's kernels)")
     return model.eval(), tokenizer, config
 
 
