@@ -122,11 +122,11 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """x: [T, heads, head_dim]; `sin` as `RotaryEmbedding.cos_sin` returns it (sign folded in).
 
     Same rounding as the Hugging Face `x * cos + rotate_half(x) * sin`, in fewer passes.
-    Few-row bf16 steps rotate `x` in place with one fused kernel: use the returned tensor,
-    and do not count on `x` either way.
+    bf16 CPU steps rotate `x` in place with one compiled kernel where it is built: use the
+    returned tensor, and do not count on `x` either way.
     """
     ops = fused_ops(x)
-    if ops is not None and x.shape[-1] % 32 == 0:
+    if ops is not None and x.dim() == 3 and x.shape[-1] % 32 == 0 and x.stride(-1) == 1:
         ops.rope_(x, cos, sin)
         return x
     half = x.shape[-1] // 2
@@ -197,7 +197,7 @@ class SwiGLU(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         gate_up = self.gate_up_proj(x)
         ops = fused_ops(gate_up)
-        if ops is not None and self.intermediate_size % 16 == 0:
+        if ops is not None and gate_up.dim() == 2 and self.intermediate_size % 16 == 0:
             return self.down_proj(ops.silu_mul(gate_up))
         gate, up = gate_up.split(self.intermediate_size, dim=-1)
         return self.down_proj(F.silu(gate).mul_(up))

@@ -27,9 +27,14 @@ class DecodeLayerWeights:
 
     @classmethod
     def of(cls, model: LlamaModel) -> DecodeLayerWeights | None:
-        """None unless every linear has exactly (int4, AMX Q4) copies with shared limits."""
+        """None unless every linear has exactly (int4, AMX Q4) copies with shared limits and
+        the sizes suit the kernels (hidden and MLP widths in 16s, head_dim in 32s)."""
         from engine.weights.amx_blocks import AmxQ4
         from engine.weights.packed import PackedInt4
+
+        c = model.config
+        if c.hidden_size % 16 or c.intermediate_size % 16 or c.head_dim % 32 or c.head_dim > 256:
+            return None
 
         tensors: list[Tensor] = []
         limits = set()

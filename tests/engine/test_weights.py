@@ -176,3 +176,20 @@ def test_bad_paths_raise_model_load_error(tmp_path):
         load_model(str(tmp_path / "missing.gguf"), dtype="float32", device="cpu")
     with pytest.raises(ModelLoadError):
         load_model(str(tmp_path), dtype="float32", device="cpu")  # a folder without config.json
+
+
+def test_quant_blocks_dequantize_to_the_loaded_weights(smollm_path):
+    """Q4_1 layers and the Q8_0 embedding, unpacked for the decode kernels, are exactly the
+    weights the loader dequantises (Q/K rows unpermuted alike)."""
+    from engine.weights.packed import Q4Blocks, Q8Blocks
+
+    checkpoint = GGUFCheckpoint(smollm_path)
+    blocks = checkpoint.quant_blocks()
+    dense = checkpoint.weights(torch.float32)
+    embed = blocks["model.embed_tokens.weight"]
+    assert isinstance(embed, Q8Blocks) and embed.codes.dtype == np.int8
+    assert np.array_equal(embed.dequantize(), dense["model.embed_tokens.weight"].numpy())
+    for name in ("model.layers.0.self_attn.q_proj.weight", "model.layers.29.mlp.down_proj.weight"):
+        q4 = blocks[name]
+        assert isinstance(q4, Q4Blocks) and int(q4.codes.max()) <= 15
+        np.testing.assert_allclose(q4.dequantize(), dense[name].numpy(), rtol=0, atol=1e-6)
