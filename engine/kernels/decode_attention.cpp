@@ -71,10 +71,10 @@ void attend(const c10::BFloat16* q, const PagedContext& ctx, int64_t D, float sc
 
 }  // namespace
 
-torch::Tensor paged_decode_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                     const torch::Tensor& v, torch::Tensor& cache,
-                                     const torch::Tensor& slots, const torch::Tensor& tables,
-                                     const torch::Tensor& context_lens, double scale) {
+at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k,
+                                     const at::Tensor& v, at::Tensor& cache,
+                                     const at::Tensor& slots, const at::Tensor& tables,
+                                     const at::Tensor& context_lens, double scale) {
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "q, k, v must be [B, heads, D]");
   TORCH_CHECK(q.scalar_type() == at::kBFloat16 && k.scalar_type() == at::kBFloat16 &&
                   v.scalar_type() == at::kBFloat16 && cache.scalar_type() == at::kBFloat16,
@@ -119,7 +119,7 @@ torch::Tensor paged_decode_attention(const torch::Tensor& q, const torch::Tensor
       std::memcpy(kc + plane + at, vp + b * v.stride(0) + h * v.stride(1),
                   D * sizeof(c10::BFloat16));
     }
-  torch::Tensor out = torch::empty({B, Hq, D}, q.options());
+  at::Tensor out = at::empty({B, Hq, D}, q.options());
   const auto* qp = q.data_ptr<c10::BFloat16>();
   auto* op = out.data_ptr<c10::BFloat16>();
   const int64_t group = Hq / Hkv;

@@ -25,7 +25,7 @@ enum Slot : int64_t {
 };
 
 // x @ W.T by torch's int4 kernel for up to `int4_rows` rows, else by the AMX blocks.
-torch::Tensor linear(const torch::Tensor& x, const std::vector<torch::Tensor>& w, int64_t base,
+at::Tensor linear(const at::Tensor& x, const std::vector<at::Tensor>& w, int64_t base,
                      int64_t first, int64_t int4_rows) {
   const int64_t at = base + first;
   if (x.size(0) <= int4_rows)
@@ -35,11 +35,11 @@ torch::Tensor linear(const torch::Tensor& x, const std::vector<torch::Tensor>& w
 
 }  // namespace
 
-torch::Tensor decode_layers(const torch::Tensor& embedded, const std::vector<torch::Tensor>& w,
-                            const torch::Tensor& final_norm, double eps, const torch::Tensor& cos,
-                            const torch::Tensor& sin, const torch::Tensor& kv_cache,
-                            const torch::Tensor& slots, const torch::Tensor& tables,
-                            const torch::Tensor& context_lens, double scale, int64_t num_heads,
+at::Tensor decode_layers(const at::Tensor& embedded, const std::vector<at::Tensor>& w,
+                            const at::Tensor& final_norm, double eps, const at::Tensor& cos,
+                            const at::Tensor& sin, const at::Tensor& kv_cache,
+                            const at::Tensor& slots, const at::Tensor& tables,
+                            const at::Tensor& context_lens, double scale, int64_t num_heads,
                             int64_t num_kv_heads, int64_t int4_rows) {
   const int64_t layers = kv_cache.size(0);
   TORCH_CHECK(static_cast<int64_t>(w.size()) == layers * kSlotsPerLayer,
@@ -47,26 +47,26 @@ torch::Tensor decode_layers(const torch::Tensor& embedded, const std::vector<tor
   const int64_t T = embedded.size(0), D = kv_cache.size(-1);
   const int64_t q_size = num_heads * D, kv_size = num_kv_heads * D;
   TORCH_CHECK(embedded.is_contiguous(), "the embeddings must be contiguous");
-  torch::Tensor residual = embedded;  // the residual stream, added to in place
-  torch::Tensor h = rms_norm(residual, w[kInputNorm], eps);
-  torch::Tensor mlp_out;
+  at::Tensor residual = embedded;  // the residual stream, added to in place
+  at::Tensor h = rms_norm(residual, w[kInputNorm], eps);
+  at::Tensor mlp_out;
   for (int64_t l = 0; l < layers; ++l) {
     const int64_t base = l * kSlotsPerLayer;
     if (l > 0) h = add_rms_norm_(residual, mlp_out, w[base + kInputNorm], eps);
-    torch::Tensor qkv = linear(h, w, base, kQkvInt4, int4_rows);
+    at::Tensor qkv = linear(h, w, base, kQkvInt4, int4_rows);
     if (w[base + kQkvBias].defined() && w[base + kQkvBias].numel() > 0)
       qkv = qkv + w[base + kQkvBias];
-    torch::Tensor qk = qkv.narrow(1, 0, q_size + kv_size).view({T, num_heads + num_kv_heads, D});
+    at::Tensor qk = qkv.narrow(1, 0, q_size + kv_size).view({T, num_heads + num_kv_heads, D});
     rope_(qk, cos, sin);
-    const torch::Tensor q = qk.narrow(1, 0, num_heads);
-    const torch::Tensor k = qk.narrow(1, num_heads, num_kv_heads);
-    const torch::Tensor v = qkv.narrow(1, q_size + kv_size, kv_size).view({T, num_kv_heads, D});
-    torch::Tensor layer_cache = kv_cache.select(0, l);
-    const torch::Tensor attn = paged_decode_attention(q, k, v, layer_cache, slots, tables,
+    const at::Tensor q = qk.narrow(1, 0, num_heads);
+    const at::Tensor k = qk.narrow(1, num_heads, num_kv_heads);
+    const at::Tensor v = qkv.narrow(1, q_size + kv_size, kv_size).view({T, num_kv_heads, D});
+    at::Tensor layer_cache = kv_cache.select(0, l);
+    const at::Tensor attn = paged_decode_attention(q, k, v, layer_cache, slots, tables,
                                                       context_lens, scale);
-    const torch::Tensor o = linear(attn.view({T, q_size}), w, base, kOInt4, int4_rows);
+    const at::Tensor o = linear(attn.view({T, q_size}), w, base, kOInt4, int4_rows);
     h = add_rms_norm_(residual, o, w[base + kPostNorm], eps);
-    const torch::Tensor gate_up = linear(h, w, base, kGateUpInt4, int4_rows);
+    const at::Tensor gate_up = linear(h, w, base, kGateUpInt4, int4_rows);
     mlp_out = linear(silu_mul(gate_up), w, base, kDownInt4, int4_rows);
   }
   return add_rms_norm_(residual, mlp_out, final_norm, eps);

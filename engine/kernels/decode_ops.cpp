@@ -67,7 +67,7 @@ void silu_mul_row(const c10::BFloat16* gate_up, int64_t I, c10::BFloat16* out) {
   }
 }
 
-void check_rows(const torch::Tensor& t, const char* name) {
+void check_rows(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.dim() == 2 && t.scalar_type() == at::kBFloat16 && t.is_cpu() &&
                   t.is_contiguous(),
               name, " must be a contiguous 2-D bf16 CPU tensor");
@@ -75,13 +75,13 @@ void check_rows(const torch::Tensor& t, const char* name) {
 
 }  // namespace
 
-torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   check_rows(x, "x");
   TORCH_CHECK(weight.numel() == x.size(1) && weight.scalar_type() == at::kBFloat16 &&
                   weight.is_contiguous(),
               "weight must be bf16 with one value per column");
   TORCH_CHECK(x.size(1) % 16 == 0, "the hidden size must be a multiple of 16");
-  torch::Tensor out = torch::empty_like(x);
+  at::Tensor out = at::empty_like(x);
   const int64_t H = x.size(1);
   const auto* xp = x.data_ptr<c10::BFloat16>();
   const auto* wp = weight.data_ptr<c10::BFloat16>();
@@ -93,8 +93,8 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
   return out;
 }
 
-torch::Tensor add_rms_norm_(torch::Tensor& x, const torch::Tensor& delta,
-                            const torch::Tensor& weight, double eps) {
+at::Tensor add_rms_norm_(at::Tensor& x, const at::Tensor& delta,
+                            const at::Tensor& weight, double eps) {
   check_rows(x, "x");
   check_rows(delta, "delta");
   TORCH_CHECK(delta.sizes() == x.sizes(), "delta must have x's shape");
@@ -109,7 +109,7 @@ torch::Tensor add_rms_norm_(torch::Tensor& x, const torch::Tensor& delta,
   return rms_norm(x, weight, eps);
 }
 
-void rope_(torch::Tensor& qk, const torch::Tensor& cos, const torch::Tensor& sin) {
+void rope_(at::Tensor& qk, const at::Tensor& cos, const at::Tensor& sin) {
   TORCH_CHECK(qk.dim() == 3 && qk.scalar_type() == at::kBFloat16 && qk.stride(2) == 1,
               "qk must be bf16 [T, heads, head_dim] with unit stride in head_dim");
   const int64_t T = qk.size(0), heads = qk.size(1), D = qk.size(2);
@@ -127,11 +127,11 @@ void rope_(torch::Tensor& qk, const torch::Tensor& cos, const torch::Tensor& sin
   });
 }
 
-torch::Tensor silu_mul(const torch::Tensor& gate_up) {
+at::Tensor silu_mul(const at::Tensor& gate_up) {
   check_rows(gate_up, "gate_up");
   const int64_t T = gate_up.size(0), I = gate_up.size(1) / 2;
   TORCH_CHECK(I % 16 == 0, "the intermediate size must be a multiple of 16");
-  torch::Tensor out = torch::empty({T, I}, gate_up.options());
+  at::Tensor out = at::empty({T, I}, gate_up.options());
   const auto* gp = gate_up.data_ptr<c10::BFloat16>();
   auto* op = out.data_ptr<c10::BFloat16>();
   at::parallel_for(0, T, kGrainRows, [&](int64_t t0, int64_t t1) {

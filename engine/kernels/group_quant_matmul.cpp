@@ -120,8 +120,8 @@ void column_blocks(const c10::BFloat16* x, const float* xsum, const typename Unp
 }
 
 template <typename Unpack>
-torch::Tensor block_matmul(const torch::Tensor& x, const torch::Tensor& codes,
-                           const torch::Tensor& scales, const torch::Tensor* offsets) {
+at::Tensor block_matmul(const at::Tensor& x, const at::Tensor& codes,
+                           const at::Tensor& scales, const at::Tensor* offsets) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kBFloat16 && x.is_cpu(),
               "x must be a 2-D bf16 CPU tensor");
   const int64_t M = x.size(0), K = x.size(1);
@@ -138,10 +138,10 @@ torch::Tensor block_matmul(const torch::Tensor& x, const torch::Tensor& codes,
     TORCH_CHECK(offsets->sizes() == scales.sizes() && offsets->is_contiguous() &&
                     offsets->scalar_type() == at::kFloat,
                 "offsets must match scales");
-  const torch::Tensor xc = x.contiguous();
+  const at::Tensor xc = x.contiguous();
   // per-row sums of each group of x, for the offsets (rounded x, summed in fp32)
-  const torch::Tensor xsum = xc.view({M, groups, kGroup}).sum(-1, false, at::kFloat).contiguous();
-  torch::Tensor out = torch::empty({M, N}, x.options());
+  const at::Tensor xsum = xc.view({M, groups, kGroup}).sum(-1, false, at::kFloat).contiguous();
+  at::Tensor out = at::empty({M, N}, x.options());
   const auto* xp = xc.data_ptr<c10::BFloat16>();
   const auto* cp = reinterpret_cast<const typename Unpack::Code*>(codes.data_ptr());
   const float* sp = scales.data_ptr<float>();
@@ -156,14 +156,14 @@ torch::Tensor block_matmul(const torch::Tensor& x, const torch::Tensor& codes,
 
 }  // namespace
 
-torch::Tensor q4_matmul(const torch::Tensor& x, const torch::Tensor& codes,
-                        const torch::Tensor& scales, const torch::Tensor& offsets) {
+at::Tensor q4_matmul(const at::Tensor& x, const at::Tensor& codes,
+                        const at::Tensor& scales, const at::Tensor& offsets) {
   TORCH_CHECK(codes.scalar_type() == at::kByte, "Q4 codes must be uint8");
   return block_matmul<UnpackQ4>(x, codes, scales, &offsets);
 }
 
-torch::Tensor q8_matmul(const torch::Tensor& x, const torch::Tensor& codes,
-                        const torch::Tensor& scales) {
+at::Tensor q8_matmul(const at::Tensor& x, const at::Tensor& codes,
+                        const at::Tensor& scales) {
   TORCH_CHECK(codes.scalar_type() == at::kChar, "Q8 codes must be int8");
   return block_matmul<UnpackQ8>(x, codes, scales, nullptr);
 }

@@ -1,4 +1,6 @@
 // The Python module: one extension for all of the engine's CPU kernels.
+#include <torch/extension.h>
+
 #include "kernels.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
