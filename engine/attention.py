@@ -54,8 +54,6 @@ class DecodeBatch:
     mask: Tensor | None    # [B, 1, 1, ctx_max] True where a key is in context
     batch: int
     ctx_max: int
-    tables: Tensor         # [B, max_blocks] int64: the sequences' block tables (for the kernel)
-    lens: Tensor           # [B] int64 context lengths
 
     @classmethod
     def build(cls, seqs: list[int], meta: AttentionMetadata, tables: Tensor, block_size: int,
@@ -65,17 +63,14 @@ class DecodeBatch:
         rows = None
         if len(seqs) != starts[-1]:
             rows = torch.tensor([starts[i] for i in seqs], device=device)
-        seq_tables = tables if len(seqs) == tables.shape[0] else tables[seqs]
-        ctx_lens = torch.tensor(lens, device=device)
         if min(lens) == ctx_max:
             num_blocks = -(-ctx_max // block_size)
-            blocks = seq_tables[:, :num_blocks]
-            return cls(rows, blocks.reshape(-1), None, None, len(seqs), ctx_max, seq_tables,
-                       ctx_lens)
-        slots = _slots(seq_tables, ctx_lens, ctx_max, block_size)
+            blocks = tables[seqs[0], :num_blocks] if len(seqs) == 1 else tables[seqs, :num_blocks]
+            return cls(rows, blocks.reshape(-1), None, None, len(seqs), ctx_max)
+        ctx_lens = torch.tensor(lens, device=device)
+        slots = _slots(tables[seqs], ctx_lens, ctx_max, block_size)
         mask = (torch.arange(ctx_max, device=device)[None, :] < ctx_lens[:, None])
-        return cls(rows, None, slots, mask[:, None, None, :], len(seqs), ctx_max, seq_tables,
-                   ctx_lens)
+        return cls(rows, None, slots, mask[:, None, None, :], len(seqs), ctx_max)
 
     def keys_values(self, layer_cache: Tensor) -> Tensor:
         """[2, B, ctx_max, kv_heads, head_dim]: K and V of every sequence, in one gather."""
@@ -87,6 +82,30 @@ class DecodeBatch:
         return kv.view(2, self.batch, self.ctx_max, num_kv, head_dim)
 
 
+# Steps of at most this many new tokens attend token by token with the compiled kernel
+# (engine/kernels/decode_attention.cpp): each token is one query over its own context (its
+# position + 1) through its sequence's block table, so short prefill chunks ride along.
+SMALL_STEP_TOKENS = 16
+
+
+@dataclass
+class TokenQueries:
+    """Per new token of a small step: its sequence's block table and its context length."""
+
+    tables: Tensor  # [T, max_blocks] int64
+    lens: Tensor    # [T] int64: position + 1
+
+    @classmethod
+    def build(cls, meta: AttentionMetadata, tables: Tensor, device: torch.device) -> TokenQueries:
+        starts, rows, lens = meta.query_start_loc, [], []
+        for i, ctx in enumerate(meta.context_lens):
+            q_len = starts[i + 1] - starts[i]
+            rows += [i] * q_len
+            lens += range(ctx - q_len + 1, ctx + 1)
+        same = rows == list(range(tables.shape[0]))  # one token per sequence, in order
+        return cls(tables if same else tables[rows], torch.tensor(lens, device=device))
+
+
 @dataclass
 class AttentionPlan:
     """Index tensors derived from the metadata once per step and shared by every layer."""
@@ -95,6 +114,7 @@ class AttentionPlan:
     num_tokens: int
     decode: DecodeBatch | None
     prefills: list[PrefillChunk]
+    tokens: TokenQueries | None  # for steps of at most SMALL_STEP_TOKENS new tokens
 
     @classmethod
     def build(cls, meta: AttentionMetadata, block_size: int, device: torch.device) -> AttentionPlan:
@@ -117,8 +137,11 @@ class AttentionPlan:
         decode = None
         if decode_seqs:
             decode = DecodeBatch.build(decode_seqs, meta, tables, block_size, device)
+        tokens = None
+        if starts[-1] <= SMALL_STEP_TOKENS:
+            tokens = TokenQueries.build(meta, tables, device)
         return cls(meta.slot_mapping.to(device=device, dtype=torch.long), starts[-1], decode,
-                   prefills)
+                   prefills, tokens)
 
 
 def _slots(tables: Tensor, ctx_lens: Tensor, ctx_max: int, block_size: int) -> Tensor:
@@ -139,18 +162,18 @@ def paged_attention(q: Tensor, k: Tensor, v: Tensor, layer_cache: Tensor,
 
     Writes k/v into the cache, returns the attention output [T, heads, d].
     """
-    decode = plan.decode
-    if decode is not None and decode.rows is None:  # a decode-only step
+    if plan.tokens is not None:  # a small step: token by token, by the compiled kernel
         ops = fused_ops(q)
         if ops is not None and q.shape[-1] % 32 == 0 and layer_cache.is_contiguous():
             return ops.paged_decode_attention(q, k, v, layer_cache, plan.slot_mapping,
-                                              decode.tables, decode.lens, scale)
+                                              plan.tokens.tables, plan.tokens.lens, scale)
     num_kv, head_dim = layer_cache.shape[-2], layer_cache.shape[-1]
     k_cache = layer_cache[0].view(-1, num_kv, head_dim)
     v_cache = layer_cache[1].view(-1, num_kv, head_dim)
     k_cache.index_copy_(0, plan.slot_mapping, k)
     v_cache.index_copy_(0, plan.slot_mapping, v)
     gqa = q.shape[1] != num_kv
+    decode = plan.decode
     if decode is not None and decode.rows is None:  # a decode-only step: no scatter back
         return _decode_attention(q, layer_cache, decode, scale)
     out = torch.empty_like(q)

@@ -92,7 +92,7 @@ class LlamaModel(nn.Module):
         self.lm_head_copies: tuple[DecodeCopy, ...] = ()  # packed copies for few-row steps
         self.packed_weight: PackedBf16 | None = None  # the LM head's, for multi-row steps
         self._decode_weights: DecodeLayerWeights | bool | None = None  # False: not available
-        self.one_call_decode = True  # decode steps through decode_layers.cpp where it applies
+        self.one_call_decode = True  # small steps through decode_layers.cpp where it applies
         self.rotary = RotaryEmbedding(rope_inv_freq(config.head_dim, config.rope_theta,
                                                     config.rope_scaling))
 
@@ -109,22 +109,21 @@ class LlamaModel(nn.Module):
         plan = AttentionPlan.build(meta, kv_cache.shape[3], input_ids.device)
         x = self.embed_tokens(input_ids)
         cos, sin = self.rotary.cos_sin(positions, x.dtype)
-        decoded = self._decode_in_one_call(x, cos, sin, kv_cache, plan)
-        if decoded is not None:
-            return decoded
+        hidden = self._small_step_in_one_call(x, cos, sin, kv_cache, plan)
+        if hidden is not None:
+            return hidden
         residual = None
         for i, layer in enumerate(self.layers):
             x, residual = layer(x, residual, cos, sin, kv_cache[i], plan)
         return self.norm.add_forward(x, residual)[0]
 
-    def _decode_in_one_call(self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: Tensor,
-                            plan: AttentionPlan) -> Tensor | None:
-        """A decode-only step of few rows through engine/kernels/decode_layers.cpp (the same
-        kernels as the loop above, without the interpreter between them); None where it
-        does not apply."""
-        decode = plan.decode
-        if (not self.one_call_decode or decode is None or decode.rows is not None
-                or not kv_cache.is_contiguous()):
+    def _small_step_in_one_call(self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: Tensor,
+                                plan: AttentionPlan) -> Tensor | None:
+        """A step of few new tokens (decodes, short prefill chunks) through
+        engine/kernels/decode_layers.cpp: the same kernels as the loop above, without the
+        interpreter between them; None where it does not apply."""
+        tokens = plan.tokens
+        if not self.one_call_decode or tokens is None or not kv_cache.is_contiguous():
             return None
         ops = fused_ops(x)
         weights = self.decode_layer_weights() if ops is not None else None
@@ -132,7 +131,7 @@ class LlamaModel(nn.Module):
             return None
         c = self.config
         return ops.decode_layers(x, weights.tensors, self.norm.weight, self.norm.eps, cos, sin,
-                                 kv_cache, plan.slot_mapping, decode.tables, decode.lens,
+                                 kv_cache, plan.slot_mapping, tokens.tables, tokens.lens,
                                  c.head_dim ** -0.5, c.num_heads, c.num_kv_heads,
                                  weights.int4_rows)
 

@@ -80,6 +80,21 @@ def test_paged_decode_attention_writes_kv_and_matches_sdpa():
     assert torch.allclose(out[2].float(), v[2].float().repeat_interleave(3, 0), atol=1e-2)
 
 
+def test_several_queries_of_one_sequence_attend_causally():
+    """A short prefill chunk goes in as one query per token, each with its own length."""
+    torch.manual_seed(1)
+    cache = bf16(2, 8, 16, 3, 64)
+    table = torch.tensor([[4, 6, 2]])
+    start, n = 30, 5  # tokens at positions 30..34 of one sequence
+    pos = torch.arange(start, start + n)
+    slots = table[0, pos // 16] * 16 + pos % 16
+    q, k, v = bf16(n, 9, 64), bf16(n, 3, 64), bf16(n, 3, 64)
+    out = kernels().paged_decode_attention(q, k, v, cache, slots, table.repeat(n, 1),
+                                           pos + 1, 0.125)
+    ref = reference_attention(q, cache, table.repeat(n, 1), (pos + 1).tolist(), 16, 0.125)
+    torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=1e-2)
+
+
 def test_paged_decode_attention_refuses_bad_tables_before_writing():
     cache = bf16(2, 4, 16, 1, 32)
     before = cache.clone()
@@ -95,14 +110,16 @@ def test_paged_decode_attention_refuses_bad_tables_before_writing():
 
 def test_one_call_decode_is_bit_identical_to_the_layer_loop(smollm_bf16):
     """decode_layers.cpp runs the same kernels as LlamaModel's Python loop: same logits,
-    same cache, for 1-2 rows (int4 copies) and 3+ rows (AMX blocks)."""
+    same cache, for 1-2 rows (int4 copies), 3+ rows (AMX blocks) and short prefill chunks."""
     from tests.engine.conftest import PagedSequences
 
     model = smollm_bf16.model
     assert model.decode_layer_weights() is not None
     fast, loop = PagedSequences(model), PagedSequences(model)
     prompts = {0: [1, 2, 3, 4, 5] * 7, 1: [9, 8, 7] * 5, 2: [11, 12] * 20, 3: [40] * 3}
-    steps = [{0: [17]}, {0: [18], 1: [19]}, {0: [20], 1: [21], 2: [22], 3: [23]}]
+    steps = [{0: [17]}, {0: [18], 1: [19]}, {0: [20], 1: [21], 2: [22], 3: [23]},
+             {0: [24], 5: [1, 2, 3, 4, 5, 6]},  # a new prompt beside a decode
+             {1: [7, 8, 9], 5: [10]}]           # a chunk continuing a sequence
     for seqs in (fast, loop):
         seqs.step(prompts)
     for new in steps:
