@@ -3,9 +3,10 @@
 The cache of one layer is `[2, num_blocks, block_size, num_kv_heads, head_dim]`. Each new
 token's K/V is written at its slot (`block_id * block_size + offset`); each sequence then
 attends its queries (the last `q_len` of its `context_len` positions) over the context it
-gathers through its block table. Decodes (q_len == 1) are gathered into one padded batch
-and run as a single SDPA call (K and V in one gather); prefill chunks run one SDPA call
-per sequence.
+gathers through its block table. Steps of at most SMALL_STEP_TOKENS new tokens go, where
+it is built, to the compiled kernel that reads the cache in place, one query per token.
+Otherwise decodes (q_len == 1) are gathered into one padded batch and run as a single SDPA
+call (K and V in one gather), and prefill chunks run one SDPA call per sequence.
 """
 
 from __future__ import annotations
