@@ -126,3 +126,21 @@ def test_cpu_flags_come_from_cpuinfo(tmp_path):
     info.write_text(info.read_text().replace("amx_tile", "amx_tile amx_bf16"))
     assert gqk.cpu_has_flags(str(info))
     assert not gqk.cpu_has_flags(str(tmp_path / "missing"))
+
+
+def test_setup_on_a_cpu_without_amx_builds_nothing_and_forgets_a_stale_build(
+        monkeypatch, tmp_path, capsys):
+    """`python -m engine.kernels.build` where the CPU lacks the instructions: no build, and
+    a marker left from another machine no longer lets the engine load anything."""
+    monkeypatch.setenv("HEADSTART_KERNEL_DIR", str(tmp_path))
+    (tmp_path / gqk.VERIFIED).write_text(gqk.source_hash())
+    monkeypatch.setattr(gqk, "cpu_has_flags", lambda cpuinfo="/proc/cpuinfo": False)
+    gqk.kernels.cache_clear()
+    try:
+        assert gqk.main() == 0
+        assert "lacks" in capsys.readouterr().out
+        assert not (tmp_path / gqk.VERIFIED).exists() and not gqk.verified()
+        assert gqk.kernels() is None
+    finally:
+        monkeypatch.undo()
+        gqk.kernels.cache_clear()
