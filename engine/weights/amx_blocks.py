@@ -41,6 +41,12 @@ def fits(n: int, k: int) -> bool:
     return n % COLS == 0 and k % GROUP == 0
 
 
+def pack_q4_codes(codes: np.ndarray) -> Tensor:
+    """[N, K] 4-bit codes -> uint8 [N/16, K/32, 8, 32]: tile rows 2i (low nibble) and 2i+1."""
+    rows = tile_rows(codes.astype(np.uint8))
+    return torch.from_numpy(np.ascontiguousarray(rows[:, :, 0::2] | (rows[:, :, 1::2] << 4)))
+
+
 @dataclass
 class AmxQ4:
     """A Q4_1 weight for the AMX kernel; `matmul(x)` = x @ W.T for 1-16 bf16 rows."""
@@ -52,11 +58,9 @@ class AmxQ4:
 
     @classmethod
     def from_blocks(cls, blocks: Q4Blocks, module: ModuleType | None = None) -> AmxQ4:
-        rows = tile_rows(blocks.codes.astype(np.uint8))
-        packed = rows[:, :, 0::2] | (rows[:, :, 1::2] << 4)
         # Q4Blocks: w = (q - 8) * scale + zero = q * scale + (zero - 8 * scale)
         minimum = blocks.zero - 8 * blocks.scale
-        return cls(torch.from_numpy(np.ascontiguousarray(packed)), per_block(blocks.scale),
+        return cls(pack_q4_codes(blocks.codes), per_block(blocks.scale),
                    per_block(minimum - 128 * blocks.scale), (module or kernels()).q4_matmul)
 
     def matmul(self, x: Tensor) -> Tensor:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from engine.kernels import build as gqk
-from engine.weights.amx_blocks import AmxQ4, AmxQ8, tile_rows
+from engine.weights.amx_blocks import AmxQ4, AmxQ8, pack_q4_codes, tile_rows
 from engine.weights.decode_copies import (
     AMX_MAX_ROWS,
     INT4_MAX_ROWS,
@@ -40,7 +40,7 @@ def test_tile_rows_put_each_columns_input_pairs_side_by_side():
 def test_q4_codes_share_bytes_low_nibble_first():
     blocks = q4_blocks(16, 32)
     rows = tile_rows(blocks.codes)[0, 0]
-    packed = AmxQ4.from_blocks(blocks, module=type("M", (), {"q4_matmul": None})).codes[0, 0]
+    packed = pack_q4_codes(blocks.codes)[0, 0]
     assert packed.shape == (8, 32)
     assert np.array_equal(packed.numpy() & 0x0F, rows[0::2])
     assert np.array_equal(packed.numpy() >> 4, rows[1::2])
