@@ -18,6 +18,8 @@ where prefill chunks live. The LM head keeps its exact Q8_0 codes on AMX at ever
 
 from __future__ import annotations
 
+from torch import Tensor
+
 from engine.kernels.build import kernels
 from engine.layers import DecodeCopy
 from engine.weights.amx_blocks import AmxQ4, AmxQ8, fits
@@ -44,7 +46,7 @@ def linear_copies(blocks: Q4Blocks | Q8Blocks) -> tuple[DecodeCopy, ...]:
             DecodeCopy(AMX_MAX_ROWS, AmxQ4.from_blocks(blocks)))
 
 
-def lm_head_copies(blocks: Q4Blocks | Q8Blocks | None, dense) -> tuple[DecodeCopy, ...]:
+def lm_head_copies(blocks: Q4Blocks | Q8Blocks | None, dense: Tensor) -> tuple[DecodeCopy, ...]:
     """The LM head's: its own quantised blocks through AMX, else int8 rows for 1-row steps."""
     if blocks is not None and kernels() is not None:
         copies = linear_copies(blocks)
