@@ -19,6 +19,8 @@
 #include <c10/util/BFloat16.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
+
+#include <algorithm>
 #include <unistd.h>
 
 #include "kernels.h"
@@ -86,15 +88,15 @@ void column_blocks(const c10::BFloat16* x, const float* xsum, const typename Unp
   _tile_loadconfig(&cfg);
   alignas(64) uint16_t tile[kTileRows * 32];
   alignas(64) float prod[kMaxRows * kCols];
-  const int64_t groups = K / kGroup;
+  const int64_t groups = K / kGroup, last_block = N / kCols * groups - 1;
   for (int64_t b = b0; b < b1; ++b) {
     __m512 acc[kMaxRows];
     for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t block = b * groups + g;
       // the codes stream from memory once per step: ask for a later block's lines now
-      const char* ahead = reinterpret_cast<const char*>(codes + (block + kPrefetchBlocks) *
-                                                                    Unpack::kBlockBytes);
+      const int64_t later = std::min(block + kPrefetchBlocks, last_block);
+      const char* ahead = reinterpret_cast<const char*>(codes + later * Unpack::kBlockBytes);
       for (int line = 0; line < Unpack::kBlockBytes; line += 64)
         _mm_prefetch(ahead + line, _MM_HINT_T0);
       Unpack::rows(codes + block * Unpack::kBlockBytes, tile);
