@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from engine.layers import fused_ops
+from engine.kernels.build import kernels
 
 
 @dataclass
@@ -115,12 +115,18 @@ class AttentionPlan:
     num_tokens: int
     decode: DecodeBatch | None
     prefills: list[PrefillChunk]
-    tokens: TokenQueries | None  # for steps of at most SMALL_STEP_TOKENS new tokens
+    tokens: TokenQueries | None  # set instead of decode/prefills for a small kernel step
 
     @classmethod
-    def build(cls, meta: AttentionMetadata, block_size: int, device: torch.device) -> AttentionPlan:
+    def build(cls, meta: AttentionMetadata, block_size: int, device: torch.device,
+              token_queries: bool = False) -> AttentionPlan:
+        """`token_queries`: the compiled kernel can serve this step's layers; a small step
+        then gets only `tokens`, and none of the torch path's gathers and masks."""
         tables = meta.block_tables.to(device=device, dtype=torch.long)
         starts = meta.query_start_loc
+        slot_mapping = meta.slot_mapping.to(device=device, dtype=torch.long)
+        if token_queries and starts[-1] <= SMALL_STEP_TOKENS:
+            return cls(slot_mapping, starts[-1], None, [], TokenQueries.build(meta, tables, device))
         decode_seqs, prefills = [], []
         for i, ctx in enumerate(meta.context_lens):
             start, end = starts[i], starts[i + 1]
@@ -138,11 +144,7 @@ class AttentionPlan:
         decode = None
         if decode_seqs:
             decode = DecodeBatch.build(decode_seqs, meta, tables, block_size, device)
-        tokens = None
-        if starts[-1] <= SMALL_STEP_TOKENS:
-            tokens = TokenQueries.build(meta, tables, device)
-        return cls(meta.slot_mapping.to(device=device, dtype=torch.long), starts[-1], decode,
-                   prefills, tokens)
+        return cls(slot_mapping, starts[-1], decode, prefills, None)
 
 
 def _slots(tables: Tensor, ctx_lens: Tensor, ctx_max: int, block_size: int) -> Tensor:
@@ -163,11 +165,9 @@ def paged_attention(q: Tensor, k: Tensor, v: Tensor, layer_cache: Tensor,
 
     Writes k/v into the cache, returns the attention output [T, heads, d].
     """
-    if plan.tokens is not None:  # a small step: token by token, by the compiled kernel
-        ops = fused_ops(q)
-        if ops is not None and q.shape[-1] % 32 == 0 and layer_cache.is_contiguous():
-            return ops.paged_decode_attention(q, k, v, layer_cache, plan.slot_mapping,
-                                              plan.tokens.tables, plan.tokens.lens, scale)
+    if plan.tokens is not None:  # a small step the plan gave to the compiled kernel
+        return kernels().paged_decode_attention(q, k, v, layer_cache, plan.slot_mapping,
+                                                plan.tokens.tables, plan.tokens.lens, scale)
     num_kv, head_dim = layer_cache.shape[-2], layer_cache.shape[-1]
     k_cache = layer_cache[0].view(-1, num_kv, head_dim)
     v_cache = layer_cache[1].view(-1, num_kv, head_dim)

@@ -106,8 +106,10 @@ class LlamaModel(nn.Module):
 
     def forward(self, input_ids: Tensor, positions: Tensor, meta: AttentionMetadata,
                 kv_cache: Tensor) -> Tensor:
-        plan = AttentionPlan.build(meta, kv_cache.shape[3], input_ids.device)
         x = self.embed_tokens(input_ids)
+        token_queries = (fused_ops(x) is not None and self.config.head_dim % 32 == 0
+                         and kv_cache.is_contiguous())
+        plan = AttentionPlan.build(meta, kv_cache.shape[3], input_ids.device, token_queries)
         cos, sin = self.rotary.cos_sin(positions, x.dtype)
         hidden = self._small_step_in_one_call(x, cos, sin, kv_cache, plan)
         if hidden is not None:
@@ -123,7 +125,7 @@ class LlamaModel(nn.Module):
         engine/kernels/decode_layers.cpp: the same kernels as the loop above, without the
         interpreter between them; None where it does not apply."""
         tokens = plan.tokens
-        if not self.one_call_decode or tokens is None or not kv_cache.is_contiguous():
+        if not self.one_call_decode or tokens is None:
             return None
         ops = fused_ops(x)
         weights = self.decode_layer_weights() if ops is not None else None
