@@ -1,8 +1,9 @@
 """Chunks in, one finished answer out: the non-streaming response and the cacheable `Answer`.
 
-Upstreams always stream; a client that asked for `stream: false` gets the chunks folded
+The pipeline works on chunks; a client that asked for `stream: false` gets them folded
 into one `chat.completion` / `text_completion`, and the caches get the same fold as an
-`Answer`.
+`Answer`. An upstream asked without streaming hands its whole answer over as one chunk
+(`as_chunk`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from engine.protocol import (
     ChatChoice,
     ChatCompletion,
     ChatCompletionChunk,
+    ChunkChoice,
     Completion,
     CompletionChoice,
+    DeltaMessage,
     FunctionCall,
     ToolCall,
     Usage,
@@ -90,3 +93,18 @@ class Assembler:
             return ChatCompletion(choices=[ChatChoice(message=message, finish_reason=reason)],
                                   **ids)
         return Completion(choices=[CompletionChoice(text=self.text, finish_reason=reason)], **ids)
+
+
+def as_chunk(answer: ChatCompletion) -> ChatCompletionChunk:
+    """A whole `chat.completion` as the one chunk that `Assembler` folds back into it."""
+    choices = []
+    for choice in answer.choices[:1]:  # `n` is always 1
+        message = choice.message
+        calls = [{"index": i, "id": t.id, "type": "function",
+                  "function": {"name": t.function.name, "arguments": t.function.arguments}}
+                 for i, t in enumerate(message.tool_calls or ())]
+        delta = DeltaMessage(role="assistant", content=message.content, tool_calls=calls or None)
+        choices.append(ChunkChoice(delta=delta, finish_reason=choice.finish_reason))
+    return ChatCompletionChunk(id=answer.id, created=answer.created, model=answer.model,
+                               choices=choices, usage=answer.usage,
+                               system_fingerprint=answer.system_fingerprint)

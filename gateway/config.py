@@ -40,6 +40,7 @@ class UpstreamConfig(_Strict):
     api_key: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)  # openai: extra headers sent upstream
     max_connections: int = Field(default=100, ge=1)  # openai: connection pool size
+    always_stream: bool = False  # openai: ask non-streamed requests streamed too
     engine: dict[str, Any] = Field(default_factory=dict)  # engine: EngineConfig overrides
 
     @model_validator(mode="after")
@@ -48,6 +49,8 @@ class UpstreamConfig(_Strict):
             raise ValueError("kind 'openai' needs base_url")
         if self.kind == "litellm" and not self.model:
             raise ValueError("kind 'litellm' needs model (a litellm provider string)")
+        if self.kind != "openai" and self.always_stream:
+            raise ValueError("always_stream applies to kind 'openai' only")
         if self.kind != "engine" and (self.path or self.engine):
             raise ValueError("path/engine options apply to kind 'engine' only")
         return self
@@ -60,7 +63,7 @@ class RouteConfig(RoutePolicy):
     models: list[str] = Field(default_factory=list)  # globs matched against the request's model
     upstream: str
     fallback: str | None = None  # tried when the upstream fails before the first chunk
-    timeout_s: float = Field(default=60.0, gt=0)  # wait for the first chunk, and between chunks
+    timeout_s: float = Field(default=60.0, gt=0)  # the upstream's longest silence (see README)
     total_timeout_s: float | None = Field(default=None, gt=0)  # whole answer; None = no cap
 
     @field_validator("name")

@@ -1,7 +1,9 @@
 """What every upstream offers the pipeline: OpenAI requests in, streamed OpenAI chunks out.
 
-Upstreams always stream internally (a non-streaming client answer is assembled from the
-chunks); the last chunk carries `usage`. Failures before the first chunk are raised as
+Upstreams hand the pipeline chunks; the last one carries `usage`. A streamed request is
+streamed. A non-streamed one may be asked upstream without streaming: the whole answer then
+comes back as one chunk, which saves both sides the stream's framing (the OpenAI-compatible
+upstream does this). Failures before the first chunk are raised as
 `APIError(502|503|504, "upstream 'NAME': ...")` so the pipeline can try a fallback.
 """
 

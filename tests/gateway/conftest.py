@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 
@@ -21,6 +22,24 @@ from bench.processes import ServerProcess, free_port, headstart_cmd
 from gateway.app import create_app
 from gateway.config import GatewayConfig
 from gateway.http_protocol import GatewayHttpProtocol
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float = 20.0) -> bool:
+    """Poll `predicate` until it holds or `timeout_s` passes; its last value."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def engine_gauge(engine_server: ServerProcess, name: str) -> float:
+    """One of a `headstart engine`'s Prometheus gauges (`headstart_engine_NAME`)."""
+    for line in httpx.get(engine_server.base_url + "/metrics").text.splitlines():
+        if line.startswith(f"headstart_engine_{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
 
 
 class GatewayThread:
@@ -146,6 +165,8 @@ def full_config(engine_url: str, blackhole_port: int) -> dict[str, Any]:
             "local": {"kind": "engine", "engine": {"kv_cache_memory_mb": 256}},
             "remote": {"kind": "openai", "base_url": engine_url + "/v1",
                        "model": "smollm2-135m-instruct"},
+            "remote-always": {"kind": "openai", "base_url": engine_url + "/v1",
+                              "model": "smollm2-135m-instruct", "always_stream": True},
             "vialitellm": {"kind": "litellm", "model": "openai/smollm2-135m-instruct",
                            "base_url": engine_url + "/v1", "api_key": "unused"},
             "dead": {"kind": "openai", "base_url": f"http://127.0.0.1:{free_port()}/v1"},
@@ -162,6 +183,7 @@ def full_config(engine_url: str, blackhole_port: int) -> dict[str, Any]:
             {"name": "slow", "models": ["slow"], "upstream": "stalled", "timeout_s": 0.5},
             {"name": "slow-fallback", "models": ["slow-fallback"], "upstream": "stalled",
              "fallback": "local", "timeout_s": 0.5},
+            {"name": "always-stream", "models": ["always-stream"], "upstream": "remote-always"},
         ],
     }
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from engine.protocol import (
+    AssistantMessage,
+    ChatChoice,
+    ChatCompletion,
     ChatCompletionChunk,
     ChunkChoice,
     Completion,
     CompletionChoice,
     DeltaMessage,
+    FunctionCall,
+    ToolCall,
     Usage,
 )
-from gateway.assemble import Assembler
+from gateway.assemble import Assembler, as_chunk
 
 
 def chat(delta: DeltaMessage, finish=None, usage=None, choices=True) -> ChatCompletionChunk:
@@ -63,3 +68,19 @@ def test_completion_chunks():
     response = a.response()
     assert response.object == "text_completion" and response.choices[0].text == "Paris"
     assert a.answer().kind == "completion"
+
+
+def test_a_whole_answer_as_one_chunk_folds_back_unchanged():
+    calls = [ToolCall(id="call_a", function=FunctionCall(name="f", arguments='{"x": 1}')),
+             ToolCall(id="call_b", function=FunctionCall(name="g", arguments="{}"))]
+    whole = ChatCompletion(
+        id="chatcmpl-9", created=11, model="m", usage=Usage.of(20, 4, 16),
+        choices=[ChatChoice(message=AssistantMessage(content="Hi", tool_calls=calls),
+                            finish_reason="tool_calls")])
+    chunk = as_chunk(whole)
+    assert chunk.choices[0].delta.role == "assistant" and chunk.usage == whole.usage
+    a = Assembler("chat", "m")
+    a.add(chunk)
+    assert a.response().model_dump() == whole.model_dump()
+    empty = ChatCompletion(id="chatcmpl-0", model="m", choices=[])
+    assert as_chunk(empty).choices == []

@@ -10,6 +10,8 @@ import httpx
 import openai
 import pytest
 
+from tests.gateway.conftest import engine_gauge, wait_until
+
 MSGS = [{"role": "user", "content": "Tell me a long story about a lighthouse."}]
 
 
@@ -45,15 +47,6 @@ def test_timeout_falls_back(client, gateway):
     assert raw.headers["x-headstart-upstream"] == "local"
     metrics = httpx.get(gateway.base_url + "/metrics").text
     assert 'headstart_gateway_fallbacks_total{route="slow-fallback",upstream="local"}' in metrics
-
-
-def wait_until(predicate, timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def test_client_disconnect_frees_engine_blocks(gateway):
@@ -99,13 +92,6 @@ def test_mid_stream_error_becomes_an_error_frame(gateway):
         short.stop()
 
 
-def engine_gauge(engine_server, name: str) -> float:
-    for line in httpx.get(engine_server.base_url + "/metrics").text.splitlines():
-        if line.startswith(f"headstart_engine_{name} "):
-            return float(line.split()[1])
-    raise AssertionError(f"no metric {name}")
-
-
 def test_client_disconnect_aborts_remote_upstream(gateway, engine_server):
     body = {"model": "remote", "messages": MSGS, "max_tokens": 400, "ignore_eos": True,
             "stream": True}
@@ -115,6 +101,25 @@ def test_client_disconnect_aborts_remote_upstream(gateway, engine_server):
             if line.startswith("data: {"):
                 assert engine_gauge(engine_server, "num_requests_running") == 1
                 break
+    assert wait_until(lambda: engine_gauge(engine_server, "num_requests_running") == 0)
+    assert engine_gauge(engine_server, "kv_blocks_used") == 0
+
+
+def engine_aborts(engine_server) -> float:
+    try:
+        return engine_gauge(engine_server, 'requests_total{endpoint="chat",finish_reason="abort"}')
+    except AssertionError:  # none yet
+        return 0.0
+
+
+def test_non_streaming_client_leaving_aborts_remote_upstream(gateway, engine_server):
+    # asked upstream unstreamed: closing the connection is the only sign the client left
+    before = engine_aborts(engine_server)
+    body = {"model": "remote", "messages": MSGS, "max_tokens": 2000, "ignore_eos": True}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(gateway.base_url + "/v1/chat/completions", json=body,
+                   timeout=httpx.Timeout(10, read=2))
+    assert wait_until(lambda: engine_aborts(engine_server) == before + 1, timeout_s=15)
     assert wait_until(lambda: engine_gauge(engine_server, "num_requests_running") == 0)
     assert engine_gauge(engine_server, "kv_blocks_used") == 0
 

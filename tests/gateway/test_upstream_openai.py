@@ -42,16 +42,25 @@ def test_error_frame_mid_stream(upstream):
     assert info.value.status == 502 and "engine died" in info.value.message
 
 
-def test_payload_forces_streaming_with_usage(upstream):
+def test_payload_is_asked_the_way_the_client_asked(upstream):
     from engine.protocol import ChatCompletionRequest
 
-    request = ChatCompletionRequest.model_validate({
-        "model": "client-name", "messages": [{"role": "user", "content": "hi"}],
-        "session_id": "s", "cache": {"no_store": True}, "top_k": 5})
-    payload = upstream._payload(request)
-    assert payload["stream"] is True and payload["stream_options"] == {"include_usage": True}
-    assert payload["model"] == "client-name" and payload["top_k"] == 5
-    assert "cache" not in payload and "session_id" not in payload and "n" not in payload
+    fields = {"model": "client-name", "messages": [{"role": "user", "content": "hi"}],
+              "session_id": "s", "cache": {"no_store": True}, "top_k": 5}
+    streamed = upstream._payload(ChatCompletionRequest.model_validate({**fields, "stream": True}))
+    assert streamed["stream"] is True and streamed["stream_options"] == {"include_usage": True}
+    assert streamed["model"] == "client-name" and streamed["top_k"] == 5
+    assert "cache" not in streamed and "session_id" not in streamed and "n" not in streamed
+    whole = upstream._payload(ChatCompletionRequest.model_validate(fields))
+    assert "stream" not in whole and "stream_options" not in whole and whole["top_k"] == 5
+    always = OpenAICompatUpstream(UpstreamConfig(kind="openai", name="vllm", always_stream=True,
+                                                 base_url="http://127.0.0.1:1/v1"))
+    assert always._payload(ChatCompletionRequest.model_validate(fields))["stream"] is True
+
+
+def test_always_stream_is_for_openai_upstreams_only():
+    with pytest.raises(ValueError, match="always_stream"):
+        UpstreamConfig(kind="litellm", model="openai/x", always_stream=True)
 
 
 def test_remote_route_streams_from_headstart_engine(client):
@@ -59,3 +68,17 @@ def test_remote_route_streams_from_headstart_engine(client):
         model="remote-x", messages=[{"role": "user", "content": "hi"}], max_tokens=3,
         stream=True, stream_options={"include_usage": True}))
     assert chunks[-1].usage.prompt_tokens > 0 and chunks[0].model == "remote-x"
+
+
+@pytest.mark.parametrize("model", ["remote-x", "always-stream"])
+def test_remote_route_answers_unstreamed_from_headstart_engine(client, model):
+    """Asked unstreamed (`remote`), or streamed and folded (`always_stream`): one answer."""
+    raw = client.chat.completions.with_raw_response.create(
+        model=model, messages=[{"role": "user", "content": "Say hi."}], max_tokens=3)
+    answer = raw.parse()
+    assert raw.headers["x-headstart-upstream"] in ("remote", "remote-always")
+    assert answer.model == model and answer.choices[0].message.role == "assistant"
+    assert answer.choices[0].message.content and answer.choices[0].finish_reason == "length"
+    assert answer.usage.completion_tokens == 3 and answer.usage.prompt_tokens > 0
+    text = client.completions.create(model=model, prompt="One, two,", max_tokens=2)
+    assert text.choices[0].text and text.usage.completion_tokens == 2

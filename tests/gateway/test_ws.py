@@ -10,7 +10,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from tests.gateway.test_pipeline import wait_until
+from tests.gateway.conftest import wait_until
 
 
 def ws_url(gateway, path: str = "/v1/ws") -> str:
