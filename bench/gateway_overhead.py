@@ -6,7 +6,7 @@ with `litellm[proxy]`).
 
     python -m bench.gateway_overhead [--requests 200] [--engine-url URL]
                                      [--litellm-proxy BIN] [--out DIR] [--workers N]
-                                     [--engine-env KEY=VALUE ...]
+                                     [--engine-env KEY=VALUE ...] [--canned-upstream MS]
 
 What it measures: one client (httpx, keep-alive) sends the same request (`max_tokens: 1`,
 a fixed prompt) to each path in turn, rotating which goes first, so the paths see the same
@@ -26,6 +26,12 @@ which otherwise grows with the engine's latency rather than with the proxy's wor
 talks to the same engine): after each forward pass libgomp's worker threads spin-wait on the
 cores (by default), which the proxies need right then to forward the answer. Targets: ≤ 1 ms p50 and ≤ 5 ms p99 added
 (LiteLLM's proxy publishes 12 ms median and 43 ms p99).
+
+`--canned-upstream MS` puts `bench/canned_upstream.py` in the engine's place: the same
+one-token answer after MS milliseconds, with no jitter and no CPU of its own. With 0 the
+proxy runs hot, request after request; with 25 (an engine step) it idles between them as
+in front of the engine, which on a shared virtual machine is enough to run its code from
+cold caches: the difference between the two is the machine's, the rest is the proxy's.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import argparse
 import json
 import random
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -217,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="gateway processes (CPU/request counts them all)")
     parser.add_argument("--engine-env", action="append", default=[], metavar="KEY=VALUE",
                         help="environment of the engine this starts (repeatable)")
+    parser.add_argument("--canned-upstream", type=float, metavar="MS",
+                        help="a canned answer after MS ms in place of the engine")
     args = parser.parse_args(argv)
     engine_env = dict(item.split("=", 1) for item in args.engine_env)
 
@@ -225,6 +234,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.engine_url:
             engine_url = args.engine_url.rstrip("/")
+        elif args.canned_upstream is not None:
+            port = free_port()
+            servers.append(ServerProcess(
+                [sys.executable, "-m", "bench.canned_upstream", "--port", str(port),
+                 "--delay-ms", str(args.canned_upstream)], port).start())
+            engine_url = servers[-1].base_url
         else:
             port = free_port()
             servers.append(ServerProcess(headstart_cmd("engine", "--port", str(port)),
@@ -241,14 +256,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for server in reversed(servers):
             server.stop()
-    if engine_env:
+    if args.canned_upstream is not None:
+        print(f"upstream: bench/canned_upstream.py, {args.canned_upstream:g} ms per answer")
+    elif engine_env:
         print("engine environment: " + " ".join(f"{k}={v}" for k, v in engine_env.items()))
     print(table(results))
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "gateway_overhead.json").write_text(
-            json.dumps({"engine_env": engine_env, **results}, indent=2))
+            json.dumps({"engine_env": engine_env, "canned_upstream_ms": args.canned_upstream,
+                        **results}, indent=2))
     return 0
 
 
