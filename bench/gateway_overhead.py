@@ -7,6 +7,7 @@ with `litellm[proxy]`).
     python -m bench.gateway_overhead [--requests 200] [--engine-url URL]
                                      [--litellm-proxy BIN] [--out DIR] [--workers N]
                                      [--engine-env KEY=VALUE ...] [--canned-upstream MS]
+                                     [--nginx [BIN]]
 
 What it measures: one client (httpx, keep-alive) sends the same request (`max_tokens: 1`,
 a fixed prompt) to each path in turn, rotating which goes first, so the paths see the same
@@ -27,6 +28,8 @@ talks to the same engine): after each forward pass libgomp's worker threads spin
 cores (by default), which the proxies need right then to forward the answer. Targets: ≤ 1 ms p50 and ≤ 5 ms p99 added
 (LiteLLM's proxy publishes 12 ms median and 43 ms p99).
 
+`--nginx` adds nginx as a plain keep-alive reverse proxy in front of the same upstream, in
+the same loop: the cost of the extra hop alone on this machine, a floor for any gateway.
 `--canned-upstream MS` puts `bench/canned_upstream.py` in the engine's place: the same
 one-token answer after MS milliseconds, with no jitter and no CPU of its own. With 0 the
 proxy runs hot, request after request; with 25 (an engine step) it idles between them as
@@ -123,6 +126,22 @@ def start_litellm_proxy(binary: str, engine_url: str, workdir: Path) -> ServerPr
     return ServerProcess([binary, "--config", str(config), "--port", str(port), "--host",
                           "127.0.0.1", "--num_workers", "1"], port,
                          health_path="/health/liveliness", env=env, timeout_s=180).start()
+
+
+def start_nginx(binary: str, engine_url: str, workdir: Path) -> ServerProcess:
+    """nginx as a plain keep-alive reverse proxy in front of the same upstream: what one
+    extra loopback hop costs on this machine when the proxy itself does almost nothing."""
+    port = free_port()
+    upstream = engine_url.split("://", 1)[1]
+    conf = workdir / "nginx.conf"
+    conf.write_text(
+        f"worker_processes 1; daemon off; master_process off; pid {workdir}/nginx.pid;\n"
+        f"error_log {workdir}/nginx-error.log;\n"
+        "events { worker_connections 64; }\n"
+        f"http {{ access_log off; upstream engine {{ server {upstream}; keepalive 8; }}\n"
+        f"  server {{ listen 127.0.0.1:{port}; location / {{ proxy_pass http://engine;\n"
+        "    proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; } } }\n")
+    return ServerProcess([binary, "-c", str(conf), "-p", str(workdir)], port).start()
 
 
 def one(client: httpx.Client, url: str, body: dict, stream: bool) -> float:
@@ -224,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="gateway processes (CPU/request counts them all)")
     parser.add_argument("--engine-env", action="append", default=[], metavar="KEY=VALUE",
                         help="environment of the engine this starts (repeatable)")
+    parser.add_argument("--nginx", nargs="?", const="nginx", metavar="BIN",
+                        help="also nginx as a plain reverse proxy (the cost of the hop alone)")
     parser.add_argument("--canned-upstream", type=float, metavar="MS",
                         help="a canned answer after MS ms in place of the engine")
     args = parser.parse_args(argv)
@@ -248,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
         paths: dict[str, tuple[str, int | None]] = {"direct": (engine_url, None)}
         servers.append(start_headstart(engine_url, workdir, args.workers))
         paths["headstart"] = (servers[-1].base_url, servers[-1].proc.pid)
+        if args.nginx:
+            servers.append(start_nginx(args.nginx, engine_url, workdir))
+            paths["nginx"] = (servers[-1].base_url, servers[-1].proc.pid)
         if args.litellm_proxy:
             servers.append(start_litellm_proxy(args.litellm_proxy, engine_url, workdir))
             paths["litellm-proxy"] = (servers[-1].base_url, servers[-1].proc.pid)

@@ -3,6 +3,7 @@ official `openai` SDK can talk to, streamed and not, and one a gateway can proxy
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Iterator
 
@@ -56,3 +57,17 @@ def test_a_gateway_proxies_it(canned):
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "OK"
     finally:
         gateway.stop()
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
+def test_nginx_reference_proxy_forwards_to_it(canned, tmp_path):
+    from bench.gateway_overhead import start_nginx
+
+    nginx = start_nginx("nginx", canned.base_url, tmp_path)
+    try:
+        client = openai.OpenAI(base_url=nginx.base_url + "/v1", api_key="x", max_retries=0)
+        answer = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}])
+        assert answer.choices[0].message.content == "OK"
+    finally:
+        nginx.stop()
