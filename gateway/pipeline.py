@@ -3,7 +3,9 @@
 
 `Pipeline.run(ctx)` yields OpenAI chunks whatever the client asked for; the HTTP layer
 streams them (SSE, WebSocket) or folds them into one response. A cached answer is replayed
-as chunks. Only a completed, cacheable answer is stored: never an error, an aborted stream
+as chunks. A non-streamed request that nothing on its route needs the chunks of (no cache, no
+prompt transforms) and whose upstream answers unstreamed skips them: `answer_whole(ctx)`,
+with the same fallback, timeouts and metrics. Only a completed, cacheable answer is stored: never an error, an aborted stream
 (client gone, timeout) or a `finish_reason: length` answer, nor when the client said
 `no-store`.
 """
@@ -19,9 +21,10 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
 
-from engine.protocol import APIError, ChatCompletionChunk, Completion
+from engine.protocol import APIError, ChatCompletion, ChatCompletionChunk, Completion, Usage
 from gateway.assemble import Assembler
 from gateway.cache_stage import CacheStage
+from gateway.config import RouteConfig
 from gateway.context import RequestContext, ServerTiming
 from gateway.metrics import GatewayMetrics
 from gateway.replay import replay
@@ -68,10 +71,75 @@ class Pipeline:
             outcome = "aborted"
             raise
         finally:
-            self._account(ctx, outcome, assembler)
+            self._account(ctx, outcome, assembler.usage)
         if ctx.cache_status in ("exact", "semantic") or not ctx.route.caching_enabled():
             return
         await self._store(ctx, assembler)
+
+    def answers_whole(self, ctx: RequestContext) -> bool:
+        """Whether `answer_whole(ctx)` serves this request: not streamed, no cache and no
+        prompt transforms on its route, and its upstream (and fallback) answer unstreamed."""
+        route = ctx.route
+        if ctx.body.stream or route.caching_enabled() or self.transforms.active(ctx):
+            return False
+        return all(self.upstreams[name].answers_whole(ctx.body) for name in _attempts(route))
+
+    async def answer_whole(self, ctx: RequestContext) -> ChatCompletion | Completion:
+        """The whole answer, labelled with the client's model, without a chunk in between."""
+        route = ctx.route
+        ctx.cache_status = "bypass"
+        self.metrics.cache.labels(route.name, "bypass").inc()
+        outcome, usage = "error", None
+        try:
+            answer = await self._ask_whole(ctx)
+            if not answer.choices or answer.choices[0].finish_reason is None:
+                raise APIError(502, f"upstream '{ctx.upstream_name}': the answer ended without a "
+                               "finish reason", code="upstream_error")
+            answer.model = ctx.body.model
+            if answer.usage is None:
+                answer.usage = Usage()
+            usage = answer.usage
+            self.metrics.ttft.labels(route.name, "bypass").observe(
+                time.perf_counter() - ctx.started)
+            outcome = "ok"
+            return answer
+        except asyncio.CancelledError:
+            outcome = "aborted"
+            raise
+        finally:
+            self._account(ctx, outcome, usage)
+
+    async def _ask_whole(self, ctx: RequestContext) -> ChatCompletion | Completion:
+        """`forward` for a whole answer: the route's upstream, then its fallback if the first
+        fails (5xx or timeout); `timeout_s` bounds the wait for the answer."""
+        route = ctx.route
+        names = _attempts(route)
+        loop = asyncio.get_running_loop()
+        deadline = _deadline(route, loop)
+        for attempt, name in enumerate(names):
+            ends = loop.time() + route.timeout_s
+            t0 = time.perf_counter()
+            try:
+                async with asyncio.timeout_at(ends if deadline is None else min(ends, deadline)):
+                    answer = await self.upstreams[name].answer(ctx.body, ctx)
+            except (TimeoutError, APIError) as e:
+                self._upstream_time(ctx, name, "error", t0)
+                error = e if isinstance(e, APIError) else _timeout_error(name, route.timeout_s)()
+                if error.status >= 500 and attempt + 1 < len(names):
+                    log.warning("%s: %s; trying fallback %r", ctx.request_id, error.message,
+                                names[attempt + 1])
+                    continue
+                raise error from None
+            except asyncio.CancelledError:
+                self._upstream_time(ctx, name, "aborted", t0)
+                raise
+            ctx.upstream_name = name
+            ctx.timings.add("upstream", (time.perf_counter() - t0) * 1000)
+            if attempt:
+                self.metrics.fallbacks.labels(route.name, name).inc()
+            self._upstream_time(ctx, name, "ok", t0)
+            return answer
+        raise AssertionError("a route has at least one upstream")
 
     async def _source(self, ctx: RequestContext, split: bool) -> AsyncIterator[Chunk]:
         """The cached answer replayed, or the transformed request sent upstream."""
@@ -124,9 +192,9 @@ class Pipeline:
         """One (sub-)request upstream: the route's upstream, then its fallback if the first
         fails (5xx or timeout) before any chunk came back."""
         route = ctx.route
-        names = [route.upstream] + ([route.fallback] if route.fallback else [])
+        names = _attempts(route)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + route.total_timeout_s if route.total_timeout_s else None
+        deadline = _deadline(route, loop)
         for attempt, name in enumerate(names):
             stream = self.upstreams[name].stream(request, ctx)
             timer = UpstreamTimeout(route.timeout_s, deadline, _timeout_error(name, route.timeout_s))
@@ -170,14 +238,23 @@ class Pipeline:
         self.metrics.upstream_time.labels(ctx.route.name, name, outcome).observe(
             time.perf_counter() - t0)
 
-    def _account(self, ctx: RequestContext, outcome: str, assembler: Assembler) -> None:
+    def _account(self, ctx: RequestContext, outcome: str, usage: Usage | None) -> None:
         route = ctx.route.name
         self.metrics.requests.labels(route, outcome).inc()
         self.metrics.latency.labels(route, outcome).observe(time.perf_counter() - ctx.started)
-        usage = assembler.usage
         if outcome == "ok" and usage is not None and ctx.cache_status not in ("exact", "semantic"):
             self.metrics.prompt_tokens.labels(route).inc(usage.prompt_tokens)
             self.metrics.cached_tokens.labels(route).inc(usage.prompt_tokens_details.cached_tokens)
+
+
+def _attempts(route: RouteConfig) -> list[str]:
+    """The upstreams to try in turn: the route's, then its fallback."""
+    return [route.upstream] + ([route.fallback] if route.fallback else [])
+
+
+def _deadline(route: RouteConfig, loop: asyncio.AbstractEventLoop) -> float | None:
+    """When the whole answer must be in by (`total_timeout_s`), on the loop's clock."""
+    return loop.time() + route.total_timeout_s if route.total_timeout_s else None
 
 
 def _timeout_error(name: str, timeout_s: float) -> Callable[[], APIError]:

@@ -88,12 +88,15 @@ class TransformStage:
         self._scorer: EngineModelScorer | None = None
         self._background: set[asyncio.Task] = set()  # prewarm reads in flight
 
+    def active(self, ctx: RequestContext) -> bool:
+        """Whether any transform may rewrite or split this request."""
+        route = ctx.route
+        return ctx.kind == "chat" and bool(route.window.max_input_tokens or route.compress.enabled
+                                           or route.decompose.enabled)
+
     def run(self, ctx: RequestContext, forward: Forward) -> AsyncIterator[Any]:
         """Chunks for the whole request; `forward(request)` sends one request upstream."""
-        route = ctx.route
-        active = (route.window.max_input_tokens or route.compress.enabled
-                  or route.decompose.enabled)
-        if ctx.kind != "chat" or not active:
+        if not self.active(ctx):
             return forward(ctx.body)
         return self._transformed(ctx, forward)
 

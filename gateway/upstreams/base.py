@@ -1,9 +1,10 @@
 """What every upstream offers the pipeline: OpenAI requests in, streamed OpenAI chunks out.
 
 Upstreams hand the pipeline chunks; the last one carries `usage`. A streamed request is
-streamed. A non-streamed one may be asked upstream without streaming: the whole answer then
-comes back as one chunk, which saves both sides the stream's framing (the OpenAI-compatible
-upstream does this). Failures before the first chunk are raised as
+streamed. A non-streamed one may be asked upstream without streaming (`answers_whole`),
+which saves both sides the stream's framing (the OpenAI-compatible upstream does this): its
+`answer()` is then the whole answer, and its chunks are that answer as one chunk.
+Failures before the first chunk are raised as
 `APIError(502|503|504, "upstream 'NAME': ...")` so the pipeline can try a fallback.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import AsyncIterator
 
 from engine.protocol import (
     APIError,
+    ChatCompletion,
     ChatCompletionChunk,
     ChatCompletionRequest,
     Completion,
@@ -46,6 +48,15 @@ class Upstream(ABC):
     def stream_completion(
         self, request: CompletionRequest, ctx: RequestContext
     ) -> AsyncIterator[Completion]: ...
+
+    def answers_whole(self, request: ChatCompletionRequest | CompletionRequest) -> bool:
+        """True when `request` is asked upstream unstreamed, so `answer()` serves it."""
+        return False
+
+    async def answer(self, request: ChatCompletionRequest | CompletionRequest,
+                     ctx: RequestContext) -> ChatCompletion | Completion:
+        """The whole answer to a request this upstream `answers_whole`."""
+        raise NotImplementedError(f"upstream '{self.name}' streams its answers")
 
     def stream(
         self, request: ChatCompletionRequest | CompletionRequest, ctx: RequestContext

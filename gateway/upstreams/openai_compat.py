@@ -39,7 +39,7 @@ from gateway.config import UpstreamConfig
 from gateway.context import RequestContext
 from gateway.sse import SSEDataReader
 from gateway.upstreams.base import Upstream
-from gateway.upstreams.http_pool import ConnectFailed, HTTPPool
+from gateway.upstreams.http_pool import ConnectFailed, HTTPPool, Response
 
 log = logging.getLogger("headstart.gateway")
 _NOT_FORWARDED = {"cache", "session_id", "stream", "stream_options"}
@@ -91,14 +91,30 @@ class OpenAICompatUpstream(Upstream):
             payload["stream_options"] = {"include_usage": True}
         return payload
 
-    async def _stream(self, path: str, request: Any, ctx: RequestContext,
-                      chunk_type: type[BaseModel]) -> AsyncIterator[Any]:
+    def answers_whole(self, request: ChatCompletionRequest | CompletionRequest) -> bool:
+        return not self.streamed(request)
+
+    async def answer(self, request: ChatCompletionRequest | CompletionRequest,
+                     ctx: RequestContext) -> ChatCompletion | Completion:
+        chat = isinstance(request, ChatCompletionRequest)
+        response = await self._post("/chat/completions" if chat else "/completions", request, ctx)
+        async with response:
+            try:
+                raw = await response.read()
+            except OSError as e:  # the connection broke mid-answer
+                raise self.error(502, f"{type(e).__name__}: {e}", code="upstream_error") from None
+            if response.status >= 400:
+                raise self._status_error(response.status, raw)
+            return self._parse(raw, ChatCompletion if chat else Completion)
+
+    async def _post(self, path: str, request: Any, ctx: RequestContext) -> Response:
+        """The upstream's response to `request` once its status and headers are in."""
         headers = {"x-request-id": ctx.request_id}
         if ctx.session_id:
             headers["x-session-id"] = ctx.session_id
         data = to_json(self._payload(request))
         try:
-            response = await self.pool().post(path, data, headers)
+            return await self.pool().post(path, data, headers)
         except TimeoutError:
             raise self.error(504, f"timed out connecting to {self.base_url}",
                              code="upstream_timeout") from None
@@ -107,13 +123,18 @@ class OpenAICompatUpstream(Upstream):
                              code="upstream_unavailable") from None
         except OSError as e:  # connected, then dropped before an answer
             raise self.error(502, f"{type(e).__name__}: {e}", code="upstream_error") from None
+
+    async def _stream(self, path: str, request: Any, ctx: RequestContext,
+                      chunk_type: type[BaseModel]) -> AsyncIterator[Any]:
+        if not self.streamed(request):  # the whole answer as one chunk
+            answer = await self.answer(request, ctx)
+            yield as_chunk(answer) if isinstance(answer, ChatCompletion) else answer
+            return
+        response = await self._post(path, request, ctx)
         async with response:
             try:
                 if response.status >= 400:
                     raise self._status_error(response.status, await response.read())
-                if not self.streamed(request):
-                    yield self._whole(await response.read(), chunk_type)
-                    return
                 events = SSEDataReader()
                 while (piece := await response.next_piece()) is not None:  # to the end: the
                     for payload in events.feed(piece):  # connection then goes back to the pool
@@ -122,12 +143,6 @@ class OpenAICompatUpstream(Upstream):
                     yield self._parse(payload, chunk_type)
             except OSError as e:  # the connection broke mid-answer
                 raise self.error(502, f"{type(e).__name__}: {e}", code="upstream_error") from None
-
-    def _whole(self, data: bytes, chunk_type: type[BaseModel]) -> Any:
-        """A non-streamed answer as one chunk (a `text_completion` already is one)."""
-        if chunk_type is Completion:
-            return self._parse(data, Completion)
-        return as_chunk(self._parse(data, ChatCompletion))
 
     def _parse(self, data: str | bytes, chunk_type: type[BaseModel]) -> Any:
         try:

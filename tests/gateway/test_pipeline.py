@@ -134,3 +134,51 @@ def test_non_streaming_client_leaving_aborts_the_engine(gateway):
     # 2,000 tokens take far longer than this wait: only an abort ends the request in time
     assert wait_until(lambda: engine.stats().num_running == 0, timeout_s=15), engine.stats()
     assert engine.stats().kv_blocks_used == 0
+
+
+def whole_context(gateway, model: str, stream: bool = False):
+    from engine.protocol import ChatCompletionRequest
+    from gateway.context import RequestContext
+
+    body = ChatCompletionRequest.model_validate({"model": model, "messages": MSGS,
+                                                 "stream": stream})
+    route = gateway.app.state.routes.resolve(model, None)
+    return RequestContext(request_id="t", kind="chat", body=body, route=route)
+
+
+def test_which_requests_are_answered_whole(gateway):
+    pipeline = gateway.app.state.pipeline
+    assert pipeline.answers_whole(whole_context(gateway, "remote"))
+    assert pipeline.answers_whole(whole_context(gateway, "fallback"))  # dead, then remote
+    assert not pipeline.answers_whole(whole_context(gateway, "remote", stream=True))
+    assert not pipeline.answers_whole(whole_context(gateway, "always-stream"))
+    assert not pipeline.answers_whole(whole_context(gateway, "slow-fallback"))  # then the engine
+    assert not pipeline.answers_whole(whole_context(gateway, "smollm2-135m-instruct"))
+
+
+def metric(gateway, line_start: str) -> float:
+    for line in httpx.get(gateway.base_url + "/metrics").text.splitlines():
+        if line.startswith(line_start + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def test_a_whole_answer_is_accounted_like_a_streamed_one(client, gateway):
+    names = ['headstart_gateway_requests_total{outcome="ok",route="fallback"}',
+             'headstart_gateway_cache_lookups_total{route="fallback",status="bypass"}',
+             'headstart_gateway_fallbacks_total{route="fallback",upstream="remote"}',
+             'headstart_gateway_upstream_seconds_count{outcome="error",route="fallback",'
+             'upstream="dead"}',
+             'headstart_gateway_upstream_seconds_count{outcome="ok",route="fallback",'
+             'upstream="remote"}',
+             'headstart_gateway_ttft_seconds_count{cache="bypass",route="fallback"}']
+    before = [metric(gateway, name) for name in names]
+    tokens = metric(gateway, 'headstart_gateway_prompt_tokens_total{route="fallback"}')
+    raw = client.chat.completions.with_raw_response.create(model="fallback", messages=MSGS,
+                                                           max_tokens=2)
+    answer = raw.parse()
+    assert raw.headers["x-cache"] == "bypass" and "upstream;dur=" in raw.headers["server-timing"]
+    assert answer.model == "fallback" and answer.usage.completion_tokens == 2
+    assert [metric(gateway, name) - b for name, b in zip(names, before, strict=True)] == [1] * 6
+    assert metric(gateway, 'headstart_gateway_prompt_tokens_total{route="fallback"}') \
+        == tokens + answer.usage.prompt_tokens
