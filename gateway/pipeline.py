@@ -3,11 +3,13 @@
 
 `Pipeline.run(ctx)` yields OpenAI chunks whatever the client asked for; the HTTP layer
 streams them (SSE, WebSocket) or folds them into one response. A cached answer is replayed
-as chunks. A non-streamed request that nothing on its route needs the chunks of (no cache, no
-prompt transforms) and whose upstream answers unstreamed skips them: `answer_whole(ctx)`,
-with the same fallback, timeouts and metrics. Only a completed, cacheable answer is stored: never an error, an aborted stream
+as chunks. Only a completed, cacheable answer is stored: never an error, an aborted stream
 (client gone, timeout) or a `finish_reason: length` answer, nor when the client said
 `no-store`.
+
+A non-streamed request whose route needs no chunks (no cache, no prompt transforms) and
+whose upstream answers unstreamed skips them: `answer_whole(ctx)`, with the same fallback,
+timeouts and metrics.
 """
 
 from __future__ import annotations
