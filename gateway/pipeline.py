@@ -125,20 +125,14 @@ class Pipeline:
                 async with asyncio.timeout_at(ends if deadline is None else min(ends, deadline)):
                     answer = await self.upstreams[name].answer(ctx.body, ctx)
             except (TimeoutError, APIError) as e:
-                self._upstream_time(ctx, name, "error", t0)
                 error = e if isinstance(e, APIError) else _timeout_error(name, route.timeout_s)()
-                if error.status >= 500 and attempt + 1 < len(names):
-                    log.warning("%s: %s; trying fallback %r", ctx.request_id, error.message,
-                                names[attempt + 1])
+                if self._falls_back(ctx, names, attempt, error, t0):
                     continue
                 raise error from None
             except asyncio.CancelledError:
                 self._upstream_time(ctx, name, "aborted", t0)
                 raise
-            ctx.upstream_name = name
-            ctx.timings.add("upstream", (time.perf_counter() - t0) * 1000)
-            if attempt:
-                self.metrics.fallbacks.labels(route.name, name).inc()
+            self._answered(ctx, name, attempt, t0)
             self._upstream_time(ctx, name, "ok", t0)
             return answer
         raise AssertionError("a route has at least one upstream")
@@ -208,19 +202,13 @@ class Pipeline:
             except APIError as e:
                 timer.close()
                 await stream.aclose()
-                self._upstream_time(ctx, name, "error", t0)
-                if e.status >= 500 and attempt + 1 < len(names):
-                    log.warning("%s: %s; trying fallback %r", ctx.request_id, e.message,
-                                names[attempt + 1])
+                if self._falls_back(ctx, names, attempt, e, t0):
                     continue
                 raise
             except BaseException:
                 timer.close()
                 raise
-            ctx.upstream_name = name
-            ctx.timings.add("upstream", (time.perf_counter() - t0) * 1000)
-            if attempt:
-                self.metrics.fallbacks.labels(route.name, name).inc()
+            self._answered(ctx, name, attempt, t0)
             outcome = "error"
             try:
                 yield first
@@ -235,6 +223,24 @@ class Pipeline:
                 await stream.aclose()
                 self._upstream_time(ctx, name, outcome, t0)
             return
+
+    def _falls_back(self, ctx: RequestContext, names: list[str], attempt: int, error: APIError,
+                    t0: float) -> bool:
+        """Record the failed attempt; True when it may be retried on the next upstream
+        (a 5xx or a timeout, and a fallback left)."""
+        self._upstream_time(ctx, names[attempt], "error", t0)
+        if error.status >= 500 and attempt + 1 < len(names):
+            log.warning("%s: %s; trying fallback %r", ctx.request_id, error.message,
+                        names[attempt + 1])
+            return True
+        return False
+
+    def _answered(self, ctx: RequestContext, name: str, attempt: int, t0: float) -> None:
+        """Record that `name` began to answer (attempt 0: the route's own upstream)."""
+        ctx.upstream_name = name
+        ctx.timings.add("upstream", (time.perf_counter() - t0) * 1000)
+        if attempt:
+            self.metrics.fallbacks.labels(ctx.route.name, name).inc()
 
     def _upstream_time(self, ctx: RequestContext, name: str, outcome: str, t0: float) -> None:
         self.metrics.upstream_time.labels(ctx.route.name, name, outcome).observe(

@@ -34,12 +34,20 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float = 20.0) -> bool:
     return predicate()
 
 
+def scrape(base_url: str, sample: str, default: float | None = None) -> float:
+    """The value of one Prometheus sample (`name{labels}`, labels sorted) at `base_url`;
+    `default` when it is absent (None: absent is a failure)."""
+    for line in httpx.get(base_url + "/metrics").text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.split()[-1])
+    if default is None:
+        raise AssertionError(f"no metric {sample}")
+    return default
+
+
 def engine_gauge(engine_server: ServerProcess, name: str) -> float:
     """One of a `headstart engine`'s Prometheus gauges (`headstart_engine_NAME`)."""
-    for line in httpx.get(engine_server.base_url + "/metrics").text.splitlines():
-        if line.startswith(f"headstart_engine_{name} "):
-            return float(line.split()[1])
-    raise AssertionError(f"no metric {name}")
+    return scrape(engine_server.base_url, f"headstart_engine_{name}")
 
 
 class GatewayThread:

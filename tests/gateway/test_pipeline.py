@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from tests.gateway.conftest import engine_gauge, wait_until
+from tests.gateway.conftest import engine_gauge, scrape, wait_until
 
 MSGS = [{"role": "user", "content": "Tell me a long story about a lighthouse."}]
 
@@ -106,10 +106,8 @@ def test_client_disconnect_aborts_remote_upstream(gateway, engine_server):
 
 
 def engine_aborts(engine_server) -> float:
-    try:
-        return engine_gauge(engine_server, 'requests_total{endpoint="chat",finish_reason="abort"}')
-    except AssertionError:  # none yet
-        return 0.0
+    return scrape(engine_server.base_url,
+                  'headstart_engine_requests_total{endpoint="chat",finish_reason="abort"}', 0.0)
 
 
 def test_non_streaming_client_leaving_aborts_remote_upstream(gateway, engine_server):
@@ -156,11 +154,8 @@ def test_which_requests_are_answered_whole(gateway):
     assert not pipeline.answers_whole(whole_context(gateway, "smollm2-135m-instruct"))
 
 
-def metric(gateway, line_start: str) -> float:
-    for line in httpx.get(gateway.base_url + "/metrics").text.splitlines():
-        if line.startswith(line_start + " "):
-            return float(line.split()[1])
-    return 0.0
+def metric(gateway, sample: str) -> float:
+    return scrape(gateway.base_url, sample, 0.0)
 
 
 def test_a_whole_answer_is_accounted_like_a_streamed_one(client, gateway):
