@@ -7,7 +7,7 @@ with `litellm[proxy]`).
     python -m bench.gateway_overhead [--requests 200] [--engine-url URL]
                                      [--litellm-proxy BIN] [--out DIR] [--workers N]
                                      [--engine-env KEY=VALUE ...] [--canned-upstream MS]
-                                     [--nginx [BIN]]
+                                     [--nginx [BIN]] [--bundled-engine]
 
 What it measures: one client (httpx, keep-alive) sends the same request (`max_tokens: 1`,
 a fixed prompt) to each path in turn, rotating which goes first, so the paths see the same
@@ -27,6 +27,11 @@ which otherwise grows with the engine's latency rather than with the proxy's wor
 talks to the same engine): after each forward pass libgomp's worker threads spin-wait on the
 cores (by default), which the proxies need right then to forward the answer. Targets: ≤ 1 ms p50 and ≤ 5 ms p99 added
 (LiteLLM's proxy publishes 12 ms median and 43 ms p99).
+
+`--bundled-engine` adds `headstart serve` with the engine in its own process (the embedded
+default's shape, kind `engine`: no hop to an upstream) on its own passthrough route. Its
+"added" latency is then the gateway's HTTP and pipeline against the engine server's own
+HTTP layer; both run the same engine code, one copy each, in turn.
 
 `--nginx` adds nginx as a plain keep-alive reverse proxy in front of the same upstream, in
 the same loop: the cost of the extra hop alone on this machine, a floor for any gateway.
@@ -98,11 +103,14 @@ def idle_cpu_rate(pids: dict[str, int], seconds: float = 3.0) -> dict[str, float
     return {name: (cpu_seconds(pid) - before[name]) / seconds for name, pid in pids.items()}
 
 
-def start_headstart(engine_url: str, workdir: Path, workers: int = 1) -> ServerProcess:
-    config = workdir / "passthrough.yaml"
+def start_headstart(engine_url: str | None, workdir: Path, workers: int = 1) -> ServerProcess:
+    """`headstart serve` with one passthrough route (no cache, no transforms) to the engine
+    at `engine_url`, or with `None` to the bundled engine in its own process."""
+    upstream = (f"{{kind: openai, base_url: '{engine_url}/v1', model: {MODEL}}}" if engine_url
+                else f"{{kind: engine, model: {MODEL}}}")
+    config = workdir / ("passthrough.yaml" if engine_url else "bundled.yaml")
     config.write_text(
-        "upstreams:\n"
-        f"  engine: {{kind: openai, base_url: '{engine_url}/v1', model: {MODEL}}}\n"
+        f"upstreams:\n  engine: {upstream}\n"
         "routes:\n"
         "  - {name: passthrough, models: ['*'], upstream: engine}\n")
     port = free_port()
@@ -247,7 +255,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="also nginx as a plain reverse proxy (the cost of the hop alone)")
     parser.add_argument("--canned-upstream", type=float, metavar="MS",
                         help="a canned answer after MS ms in place of the engine")
+    parser.add_argument("--bundled-engine", action="store_true",
+                        help="also `headstart serve` running the engine in its own process")
     args = parser.parse_args(argv)
+    if args.bundled_engine and (args.canned_upstream is not None or args.engine_url):
+        parser.error("--bundled-engine compares with the engine this starts: not with "
+                     "--canned-upstream or --engine-url")
     engine_env = dict(item.split("=", 1) for item in args.engine_env)
 
     workdir = Path(tempfile.mkdtemp(prefix="headstart-bench-"))
@@ -269,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
         paths: dict[str, tuple[str, int | None]] = {"direct": (engine_url, None)}
         servers.append(start_headstart(engine_url, workdir, args.workers))
         paths["headstart"] = (servers[-1].base_url, servers[-1].proc.pid)
+        if args.bundled_engine:
+            servers.append(start_headstart(None, workdir))
+            paths["headstart-bundled"] = (servers[-1].base_url, None)  # its CPU: the engine's too
         if args.nginx:
             servers.append(start_nginx(args.nginx, engine_url, workdir))
             paths["nginx"] = (servers[-1].base_url, servers[-1].proc.pid)
