@@ -103,7 +103,8 @@ def idle_cpu_rate(pids: dict[str, int], seconds: float = 3.0) -> dict[str, float
     return {name: (cpu_seconds(pid) - before[name]) / seconds for name, pid in pids.items()}
 
 
-def start_headstart(engine_url: str | None, workdir: Path, workers: int = 1) -> ServerProcess:
+def start_headstart(engine_url: str | None, workdir: Path, workers: int = 1,
+                    env: dict[str, str] | None = None) -> ServerProcess:
     """`headstart serve` with one passthrough route (no cache, no transforms) to the engine
     at `engine_url`, or with `None` to the bundled engine in its own process."""
     upstream = (f"{{kind: openai, base_url: '{engine_url}/v1', model: {MODEL}}}" if engine_url
@@ -117,7 +118,7 @@ def start_headstart(engine_url: str | None, workdir: Path, workers: int = 1) -> 
     extra = ["--workers", str(workers)] if workers > 1 else []
     return ServerProcess(headstart_cmd("serve", "--config", str(config), "--port", str(port),
                                        "--log-level", "warning", *extra), port,
-                         timeout_s=120).start()
+                         env=env, timeout_s=120).start()
 
 
 def start_litellm_proxy(binary: str, engine_url: str, workdir: Path) -> ServerProcess:
@@ -250,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1,
                         help="gateway processes (CPU/request counts them all)")
     parser.add_argument("--engine-env", action="append", default=[], metavar="KEY=VALUE",
-                        help="environment of the engine this starts (repeatable)")
+                        help="environment of the engine this starts, and of the"
+                        " --bundled-engine gateway (repeatable)")
     parser.add_argument("--nginx", nargs="?", const="nginx", metavar="BIN",
                         help="also nginx as a plain reverse proxy (the cost of the hop alone)")
     parser.add_argument("--canned-upstream", type=float, metavar="MS",
@@ -283,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         servers.append(start_headstart(engine_url, workdir, args.workers))
         paths["headstart"] = (servers[-1].base_url, servers[-1].proc.pid)
         if args.bundled_engine:
-            servers.append(start_headstart(None, workdir))
+            servers.append(start_headstart(None, workdir, env=engine_env))  # as the engine's
             paths["headstart-bundled"] = (servers[-1].base_url, None)  # its CPU: the engine's too
         if args.nginx:
             servers.append(start_nginx(args.nginx, engine_url, workdir))
