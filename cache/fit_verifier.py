@@ -13,24 +13,16 @@ held-out split is never read here. `--extra`: more labelled pairs of one's own, 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 
-from cache.eval import load_pairs
+from cache.eval import default_pairs, load_pairs
 from cache.guard import Guard, GuardConfig
 from cache.verifier import WEIGHTS, PairSignals, Verifier
 
 BAR = 0.78  # the default route threshold the pairs are read at
 MARGIN = 0.02  # score above the highest train trap's
-
-
-def default_pairs() -> Path:
-    spec = importlib.util.find_spec("fow_cache")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("fit_verifier: fow-cache is not installed; pass --pairs")
-    return Path(list(spec.submodule_search_locations)[0]) / "data" / "pairs.jsonl"
 
 
 def examples(pairs: list[dict], embed, tokens) -> tuple[list[PairSignals], np.ndarray]:

@@ -95,8 +95,7 @@ class Pipeline:
         try:
             answer = await self._ask_whole(ctx)
             if not answer.choices or answer.choices[0].finish_reason is None:
-                raise APIError(502, f"upstream '{ctx.upstream_name}': the answer ended without a "
-                               "finish reason", code="upstream_error")
+                raise unfinished(ctx)
             answer.model = ctx.body.model
             if answer.usage is None:
                 answer.usage = Usage()
@@ -253,6 +252,12 @@ class Pipeline:
         if outcome == "ok" and usage is not None and ctx.cache_status not in ("exact", "semantic"):
             self.metrics.prompt_tokens.labels(route).inc(usage.prompt_tokens)
             self.metrics.cached_tokens.labels(route).inc(usage.prompt_tokens_details.cached_tokens)
+
+
+def unfinished(ctx: RequestContext) -> APIError:
+    """The 502 for an upstream answer that ended without a finish reason."""
+    return APIError(502, f"upstream '{ctx.upstream_name}': the answer ended without a finish "
+                    "reason", code="upstream_error")
 
 
 def _attempts(route: RouteConfig) -> list[str]:

@@ -26,7 +26,7 @@ from engine.protocol import APIError
 from gateway.assemble import Assembler
 from gateway.coalesced_send import CoalescedSend
 from gateway.context import RequestContext
-from gateway.pipeline import Chunk, Pipeline
+from gateway.pipeline import Chunk, Pipeline, unfinished
 from gateway.sse import write_sse
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -100,8 +100,7 @@ async def write_answer(ctx: RequestContext, pipeline: Pipeline, send: CoalescedS
         async for _ in chunks:
             pass
     if assembler.finish_reason is None:
-        raise APIError(502, f"upstream '{ctx.upstream_name}': the answer ended without a "
-                       "finish reason", code="upstream_error")
+        raise unfinished(ctx)
     ctx.timings.add("total", (time.perf_counter() - ctx.started) * 1000)
     body = assembler.response().model_dump_json().encode()
     await send_json(send, 200, body, header_list(ctx))
