@@ -72,9 +72,9 @@ void attend(const c10::BFloat16* q, const PagedContext& ctx, int64_t D, float sc
 }  // namespace
 
 at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k,
-                                     const at::Tensor& v, at::Tensor& cache,
-                                     const at::Tensor& slots, const at::Tensor& tables,
-                                     const at::Tensor& context_lens, double scale) {
+                                  const at::Tensor& v, at::Tensor& cache,
+                                  const at::Tensor& slots, const at::Tensor& tables,
+                                  const at::Tensor& context_lens, double scale) {
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "q, k, v must be [B, heads, D]");
   TORCH_CHECK(q.scalar_type() == at::kBFloat16 && k.scalar_type() == at::kBFloat16 &&
                   v.scalar_type() == at::kBFloat16 && cache.scalar_type() == at::kBFloat16,

@@ -26,7 +26,7 @@ enum Slot : int64_t {
 
 // x @ W.T by torch's int4 kernel for up to `int4_rows` rows, else by the AMX blocks.
 at::Tensor linear(const at::Tensor& x, const std::vector<at::Tensor>& w, int64_t base,
-                     int64_t first, int64_t int4_rows) {
+                  int64_t first, int64_t int4_rows) {
   const int64_t at = base + first;
   if (x.size(0) <= int4_rows)
     return at::_weight_int4pack_mm_for_cpu(x, w[at], 32, w[at + 1]);
@@ -36,11 +36,11 @@ at::Tensor linear(const at::Tensor& x, const std::vector<at::Tensor>& w, int64_t
 }  // namespace
 
 at::Tensor decode_layers(const at::Tensor& embedded, const std::vector<at::Tensor>& w,
-                            const at::Tensor& final_norm, double eps, const at::Tensor& cos,
-                            const at::Tensor& sin, const at::Tensor& kv_cache,
-                            const at::Tensor& slots, const at::Tensor& tables,
-                            const at::Tensor& context_lens, double scale, int64_t num_heads,
-                            int64_t num_kv_heads, int64_t int4_rows) {
+                         const at::Tensor& final_norm, double eps, const at::Tensor& cos,
+                         const at::Tensor& sin, const at::Tensor& kv_cache,
+                         const at::Tensor& slots, const at::Tensor& tables,
+                         const at::Tensor& context_lens, double scale, int64_t num_heads,
+                         int64_t num_kv_heads, int64_t int4_rows) {
   const int64_t layers = kv_cache.size(0);
   TORCH_CHECK(static_cast<int64_t>(w.size()) == layers * kSlotsPerLayer,
               "expected ", kSlotsPerLayer, " tensors per layer");
@@ -63,7 +63,7 @@ at::Tensor decode_layers(const at::Tensor& embedded, const std::vector<at::Tenso
     const at::Tensor v = qkv.narrow(1, q_size + kv_size, kv_size).view({T, num_kv_heads, D});
     at::Tensor layer_cache = kv_cache.select(0, l);
     const at::Tensor attn = paged_decode_attention(q, k, v, layer_cache, slots, tables,
-                                                      context_lens, scale);
+                                                   context_lens, scale);
     const at::Tensor o = linear(attn.view({T, q_size}), w, base, kOInt4, int4_rows);
     h = add_rms_norm_(residual, o, w[base + kPostNorm], eps);
     const at::Tensor gate_up = linear(h, w, base, kGateUpInt4, int4_rows);

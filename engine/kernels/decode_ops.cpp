@@ -94,7 +94,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 }
 
 at::Tensor add_rms_norm_(at::Tensor& x, const at::Tensor& delta,
-                            const at::Tensor& weight, double eps) {
+                         const at::Tensor& weight, double eps) {
   check_rows(x, "x");
   check_rows(delta, "delta");
   TORCH_CHECK(delta.sizes() == x.sizes(), "delta must have x's shape");

@@ -123,7 +123,7 @@ void column_blocks(const c10::BFloat16* x, const float* xsum, const typename Unp
 
 template <typename Unpack>
 at::Tensor block_matmul(const at::Tensor& x, const at::Tensor& codes,
-                           const at::Tensor& scales, const at::Tensor* offsets) {
+                        const at::Tensor& scales, const at::Tensor* offsets) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kBFloat16 && x.is_cpu(),
               "x must be a 2-D bf16 CPU tensor");
   const int64_t M = x.size(0), K = x.size(1);
@@ -159,13 +159,13 @@ at::Tensor block_matmul(const at::Tensor& x, const at::Tensor& codes,
 }  // namespace
 
 at::Tensor q4_matmul(const at::Tensor& x, const at::Tensor& codes,
-                        const at::Tensor& scales, const at::Tensor& offsets) {
+                     const at::Tensor& scales, const at::Tensor& offsets) {
   TORCH_CHECK(codes.scalar_type() == at::kByte, "Q4 codes must be uint8");
   return block_matmul<UnpackQ4>(x, codes, scales, &offsets);
 }
 
 at::Tensor q8_matmul(const at::Tensor& x, const at::Tensor& codes,
-                        const at::Tensor& scales) {
+                     const at::Tensor& scales) {
   TORCH_CHECK(codes.scalar_type() == at::kChar, "Q8 codes must be int8");
   return block_matmul<UnpackQ8>(x, codes, scales, nullptr);
 }
