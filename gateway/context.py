@@ -125,6 +125,7 @@ class RequestContext:
     kind: Literal["chat", "completion"]
     body: ChatCompletionRequest | CompletionRequest  # as the client sent it (cache keys use this)
     route: RouteConfig
+    client_json: bytes | None = None  # `body`'s JSON as it came over HTTP (None: made here)
     tenant: str | None = None
     namespace: str | None = None  # x-cache-namespace or body.cache.namespace
     session_id: str | None = None  # x-session-id, body.session_id, or the WebSocket's session
@@ -136,6 +137,7 @@ class RequestContext:
     cache_similarity: float | None = None
     transforms: list[str] = field(default_factory=list)  # e.g. ["window:dropped=4", "compress:0.42"]
     upstream_name: str | None = None
+    upstream_body: bytes | None = None  # a whole answer's bytes, when written unchanged
 
     def response_headers(self) -> dict[str, str]:
         headers = {"x-request-id": self.request_id, "x-cache": self.cache_status}

@@ -70,6 +70,7 @@ async def serve_generation(app: FastAPI, scope: Scope, receive: Receive, send: S
                                  state.config.limits.max_body_bytes)
         body = parse_model(raw, model)
         ctx = build_context(request, kind, body, route_name, tenant, headers=headers)
+        ctx.client_json = raw
         watch = ClientWatch(receive)
         await write_answer(ctx, state.pipeline, out)
     except asyncio.CancelledError:

@@ -9,7 +9,8 @@ as chunks. Only a completed, cacheable answer is stored: never an error, an abor
 
 A non-streamed request whose route needs no chunks (no cache, no prompt transforms) and
 whose upstream answers unstreamed skips them: `answer_whole(ctx)`, with the same fallback,
-timeouts and metrics.
+timeouts and metrics; the client then gets the upstream's own bytes when they need no change.
+Metrics are recorded `later`, once the answer or its first frame is written.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ class Pipeline:
                     assembler.add(chunk)
                     if first:
                         first = False
-                        self.metrics.ttft.labels(route, ctx.cache_status).observe(
-                            time.perf_counter() - ctx.started)
+                        later(self.metrics.ttft.labels(route, ctx.cache_status).observe,
+                              time.perf_counter() - ctx.started)
                     yield chunk
             outcome = "ok"
         except (GeneratorExit, asyncio.CancelledError):
@@ -90,25 +91,26 @@ class Pipeline:
         """The whole answer, labelled with the client's model, without a chunk in between."""
         route = ctx.route
         ctx.cache_status = "bypass"
-        self.metrics.cache.labels(route.name, "bypass").inc()
+        later(self.metrics.cache.labels(route.name, "bypass").inc)
         outcome, usage = "error", None
         try:
             answer = await self._ask_whole(ctx)
             if not answer.choices or answer.choices[0].finish_reason is None:
                 raise unfinished(ctx)
-            answer.model = ctx.body.model
-            if answer.usage is None:
-                answer.usage = Usage()
+            if answer.model != ctx.body.model or answer.usage is None:
+                ctx.upstream_body = None  # relabelled below: the bytes no longer match
+                answer.model = ctx.body.model
+                answer.usage = answer.usage or Usage()
             usage = answer.usage
-            self.metrics.ttft.labels(route.name, "bypass").observe(
-                time.perf_counter() - ctx.started)
+            later(self.metrics.ttft.labels(route.name, "bypass").observe,
+                  time.perf_counter() - ctx.started)
             outcome = "ok"
             return answer
         except asyncio.CancelledError:
             outcome = "aborted"
             raise
         finally:
-            self._account(ctx, outcome, usage)
+            later(self._account, ctx, outcome, usage)
 
     async def _ask_whole(self, ctx: RequestContext) -> ChatCompletion | Completion:
         """`forward` for a whole answer: the route's upstream, then its fallback if the first
@@ -132,7 +134,7 @@ class Pipeline:
                 self._upstream_time(ctx, name, "aborted", t0)
                 raise
             self._answered(ctx, name, attempt, t0)
-            self._upstream_time(ctx, name, "ok", t0)
+            later(self._upstream_time, ctx, name, "ok", t0, time.perf_counter())
             return answer
         raise AssertionError("a route has at least one upstream")
 
@@ -143,7 +145,7 @@ class Pipeline:
             answer = await self.cache.lookup(ctx)
         else:
             ctx.cache_status = "bypass"
-        self.metrics.cache.labels(ctx.route.name, ctx.cache_status).inc()
+        later(self.metrics.cache.labels(ctx.route.name, ctx.cache_status).inc)
         if answer is not None:
             return replay(answer, ctx.body.model, split)
 
@@ -158,7 +160,7 @@ class Pipeline:
         """A sub-request (a decomposed part) looked up and stored like a request of its own,
         so a part answered before, alone or inside another request, is not asked again."""
         sub = replace(ctx, request_id=f"{ctx.request_id}.{uuid.uuid4().hex[:6]}", body=request,
-                      timings=ServerTiming(), transforms=[], cache_status="miss",
+                      client_json=None, timings=ServerTiming(), transforms=[], cache_status="miss",
                       cache_similarity=None, cache_control=replace(ctx.cache_control))
         answer = await self.cache.lookup(sub)
         if answer is not None:
@@ -241,9 +243,11 @@ class Pipeline:
         if attempt:
             self.metrics.fallbacks.labels(ctx.route.name, name).inc()
 
-    def _upstream_time(self, ctx: RequestContext, name: str, outcome: str, t0: float) -> None:
+    def _upstream_time(self, ctx: RequestContext, name: str, outcome: str, t0: float,
+                       t1: float | None = None) -> None:
+        """Observe the upstream's time, `t0` to `t1` (default: now)."""
         self.metrics.upstream_time.labels(ctx.route.name, name, outcome).observe(
-            time.perf_counter() - t0)
+            (time.perf_counter() if t1 is None else t1) - t0)
 
     def _account(self, ctx: RequestContext, outcome: str, usage: Usage | None) -> None:
         route = ctx.route.name
@@ -252,6 +256,14 @@ class Pipeline:
         if outcome == "ok" and usage is not None and ctx.cache_status not in ("exact", "semantic"):
             self.metrics.prompt_tokens.labels(route).inc(usage.prompt_tokens)
             self.metrics.cached_tokens.labels(route).inc(usage.prompt_tokens_details.cached_tokens)
+
+
+def later(record: Callable[..., object], *args: Any) -> None:
+    """Run `record(*args)` once the current step of the request's task is done: after the
+    answer (or its first frame) is written. After the gateway idles on the upstream, every
+    line of Python runs from cold caches; bookkeeping done before the write is paid by the
+    client as latency, done after it by nobody."""
+    asyncio.get_running_loop().call_soon(record, *args)
 
 
 def unfinished(ctx: RequestContext) -> APIError:

@@ -92,7 +92,8 @@ async def write_answer(ctx: RequestContext, pipeline: Pipeline, send: CoalescedS
     if pipeline.answers_whole(ctx):
         answer = await pipeline.answer_whole(ctx)
         ctx.timings.add("total", (time.perf_counter() - ctx.started) * 1000)
-        await send_json(send, 200, answer.model_dump_json().encode(), header_list(ctx))
+        body = ctx.upstream_body or answer.model_dump_json().encode()
+        await send_json(send, 200, body, header_list(ctx))
         return
     assembler = Assembler(ctx.kind, ctx.body.model)
     chunks = pipeline.run(ctx, split=False, assembler=assembler)  # fills `assembler`

@@ -3,6 +3,7 @@
 `start_gateway(config_dict) -> base_url` (function fixture; every gateway it started stops at
 the end of the test) and `GatewayThread` for session/module fixtures. `engine_server` is one
 `headstart engine` subprocess shared by the whole session (loading the model costs seconds).
+`scripted_upstream` is an HTTP upstream whose answer a test sets.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -157,6 +159,54 @@ class Blackhole:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class ScriptedUpstream(ThreadingHTTPServer):
+    """An OpenAI-shaped HTTP server that answers every POST with `answer` (status, JSON
+    bytes) and keeps each request's path and body bytes: for what goes over the hop
+    itself, and for answers no real engine gives (malformed, unfinished)."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _ScriptedHandler)
+        self.answer: tuple[int, bytes] = (200, b"{}")
+        self.requests: list[tuple[str, bytes]] = []
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+class _ScriptedHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the gateway's pool expects
+    server: ScriptedUpstream
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.server.requests.append((self.path, body))
+        status, data = self.server.answer
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture
+def scripted_upstream() -> Iterator[ScriptedUpstream]:
+    server = ScriptedUpstream()
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,123 @@
+"""What crosses the hop on a passthrough route, byte for byte: the client's request goes
+upstream as written unless the gateway must change it, the upstream's whole answer comes back
+as sent unless it must be relabelled, and an answer that is not a finished OpenAI answer is
+a 502 naming the upstream, never passed on."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+
+MESSAGES = [{"role": "user", "content": "Say hi."}]
+
+
+def answer(model: str, *, finish: str | None = "stop", usage: bool = True) -> bytes:
+    """A whole chat answer as an upstream might write it: its own spacing, a vendor field."""
+    body = {"id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                         "finish_reason": finish}],
+            "vendor_extra": {"kept": True}}
+    if usage:
+        body["usage"] = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6,
+                         "prompt_tokens_details": {"cached_tokens": 4}}
+    return json.dumps(body, indent=1).encode()
+
+
+@pytest.fixture
+def gateway_url(start_gateway, scripted_upstream) -> str:
+    """Route `renamed` sends model `upstream-name`; every other name passes as it is."""
+    return start_gateway({
+        "upstreams": {
+            "scripted": {"kind": "openai", "base_url": scripted_upstream.base_url},
+            "renaming": {"kind": "openai", "base_url": scripted_upstream.base_url,
+                         "model": "upstream-name"},
+        },
+        "routes": [{"name": "renamed", "models": ["renamed"], "upstream": "renaming"},
+                   {"name": "passthrough", "models": ["*"], "upstream": "scripted"}],
+    })
+
+
+def post(url: str, raw: bytes) -> httpx.Response:
+    return httpx.post(url + "/v1/chat/completions", content=raw,
+                      headers={"content-type": "application/json"})
+
+
+def test_an_unchanged_request_goes_upstream_as_the_client_wrote_it(gateway_url,
+                                                                    scripted_upstream):
+    scripted_upstream.answer = (200, answer("m"))
+    raw = b'{ "temperature": 0,  "model": "m", "messages": [{"role": "user", "content": "Hi"}],' \
+          b' "vendor_param": 3, "stream": false }'
+    assert post(gateway_url, raw).status_code == 200
+    assert scripted_upstream.requests == [("/v1/chat/completions", raw)]
+
+
+@pytest.mark.parametrize(("fields", "model", "sent"), [
+    ({"cache": {"no_store": True}}, "m", {}),  # the gateway's own field
+    ({"session_id": "s1"}, "m", {}),  # travels as a header
+    ({"n": 1}, "m", {}),  # the default, which some servers reject
+    ({"user": None}, "m", {}),  # a null
+    ({}, "renamed", {"model": "upstream-name"}),  # the route names another model
+])
+def test_a_request_the_gateway_must_change_is_rendered_again(gateway_url, scripted_upstream,
+                                                             fields, model, sent):
+    scripted_upstream.answer = (200, answer("upstream-name" if model == "renamed" else model))
+    body = {"model": model, "messages": MESSAGES, "temperature": 0, **fields}
+    assert post(gateway_url, json.dumps(body).encode()).status_code == 200
+    [(_, upstream_got)] = scripted_upstream.requests
+    assert json.loads(upstream_got) == {"model": model, "messages": MESSAGES, "temperature": 0,
+                                        **sent}
+
+
+def test_a_finished_answer_under_the_clients_model_comes_back_byte_for_byte(gateway_url,
+                                                                           scripted_upstream):
+    scripted_upstream.answer = (200, answer("m"))
+    r = post(gateway_url, json.dumps({"model": "m", "messages": MESSAGES}).encode())
+    assert r.status_code == 200 and r.content == answer("m")
+    assert r.headers["x-headstart-upstream"] == "scripted"
+
+
+@pytest.mark.parametrize("usage", [True, False])
+def test_an_answer_under_another_model_name_is_relabelled(gateway_url, scripted_upstream,
+                                                          usage):
+    scripted_upstream.answer = (200, answer("upstream-name", usage=usage))
+    client = openai.OpenAI(base_url=gateway_url + "/v1", api_key="x", max_retries=0)
+    reply = client.chat.completions.create(model="renamed", messages=MESSAGES)
+    assert reply.model == "renamed" and reply.choices[0].message.content == "hi"
+    assert reply.usage.prompt_tokens == (5 if usage else 0)
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    (answer("m", finish=None), "ended without a finish reason"),
+    (b"<html>oops</html>", "unexpected answer: <html>oops</html>"),
+    (b'{"error": {"message": "overheated"}}', "error in the answer: overheated"),
+])
+def test_an_answer_that_is_not_a_finished_one_is_a_502(gateway_url, scripted_upstream, body,
+                                                       says):
+    scripted_upstream.answer = (200, body)
+    client = openai.OpenAI(base_url=gateway_url + "/v1", api_key="x", max_retries=0)
+    with pytest.raises(openai.APIStatusError) as e:
+        client.chat.completions.create(model="m", messages=MESSAGES)
+    assert e.value.status_code == 502
+    assert "upstream 'scripted'" in e.value.message and says in e.value.message
+
+
+def test_each_decomposed_part_goes_upstream_as_a_request_of_its_own(start_gateway,
+                                                                   scripted_upstream):
+    """A part is a request the gateway made: never the client's bytes, which ask it all."""
+    url = start_gateway({
+        "upstreams": {"scripted": {"kind": "openai", "base_url": scripted_upstream.base_url}},
+        "routes": [{"name": "split", "models": ["split"], "upstream": "scripted",
+                    "decompose": {"enabled": True}, "cache": {"exact": {"enabled": True}}}],
+    })
+    scripted_upstream.answer = (200, answer("split"))
+    asked = "Answer briefly:\n1. What is 3 + 3?\n2. Name a yellow fruit."
+    raw = json.dumps({"model": "split", "messages": [{"role": "user", "content": asked}]})
+    r = post(url, raw.encode())
+    assert r.status_code == 200 and r.headers["x-headstart-transforms"] == "decompose:2"
+    sent = [json.loads(body)["messages"][-1]["content"] for _, body in scripted_upstream.requests]
+    assert len(sent) == 2 and asked not in sent
+    assert any("3 + 3" in s and "fruit" not in s for s in sent)
+    assert any("fruit" in s and "3 + 3" not in s for s in sent)
