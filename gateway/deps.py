@@ -68,7 +68,10 @@ def _too_large(limit: int) -> APIError:
 
 
 def parse_model(raw: bytes, model: type[M]) -> M:
-    """Validate a JSON body into `model`; 400 for non-UTF-8, malformed JSON or bad fields."""
+    """Validate a JSON body into `model`; 400 for non-UTF-8, malformed JSON or bad fields.
+    Strict JSON types, as OpenAI's API has them (`"max_tokens": "5"` is a 400, not 5): what
+    was validated is then exactly what the body says, so a passthrough can send the body
+    itself upstream (`OpenAICompatUpstream._json`)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -77,7 +80,7 @@ def parse_model(raw: bytes, model: type[M]) -> M:
     if not text.strip():
         raise APIError(400, "The request body is empty; send a JSON object", code="invalid_json")
     try:
-        return model.model_validate_json(text)
+        return model.model_validate_json(text, strict=True)
     except ValidationError as e:
         errors = e.errors(include_url=False, include_input=False)
         if errors and errors[0]["type"] == "json_invalid":

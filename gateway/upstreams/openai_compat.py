@@ -44,6 +44,7 @@ from gateway.upstreams.http_pool import ConnectFailed, HTTPPool, Response
 log = logging.getLogger("headstart.gateway")
 _NOT_FORWARDED = {"cache", "session_id", "stream", "stream_options"}
 _REWRITTEN = _NOT_FORWARDED - {"stream"} | {"n"}  # fields `_payload` drops or changes
+_USAGE_OPTION = b'"stream_options":{"include_usage":true},'
 
 
 class OpenAICompatUpstream(Upstream):
@@ -94,17 +95,24 @@ class OpenAICompatUpstream(Upstream):
 
     def _json(self, request: ChatCompletionRequest | CompletionRequest,
               ctx: RequestContext) -> bytes:
-        """`_payload` as JSON; the client's own bytes when they already say the same thing
-        (the client's request as it came, unstreamed, for this model name, with none of
-        the fields `_payload` drops or changes and no top-level null; nested values go as
-        the client wrote them). Once the gateway has idled on the upstream, rendering the
-        request again costs about 40 µs on its way upstream."""
-        if (request is ctx.body and ctx.client_json is not None and not self.streamed(request)
-                and self.model_for(request.model) == request.model):
+        """`_payload` as JSON. Once the gateway has idled on the upstream, rendering the
+        request again costs about 40 µs on its way upstream, so the client's own bytes go
+        when they already say the same thing: the client's request as it came, for this
+        model name, with none of the fields `_payload` drops or changes and no top-level
+        null (nested values go as the client wrote them), either unstreamed or streamed at
+        the client's own asking; a stream then gets the usage option as the object's first
+        member (the request has no `stream_options` of its own)."""
+        raw = ctx.client_json
+        if (raw is not None and request is ctx.body
+                and self.model_for(request.model) == request.model
+                and (request.stream or not self.config.always_stream)):
             fields = request.model_fields_set
             if fields.isdisjoint(_REWRITTEN) and all(getattr(request, f) is not None
                                                      for f in fields):
-                return ctx.client_json
+                if not request.stream:
+                    return raw
+                start = raw.index(b"{") + 1  # a JSON object: only whitespace before it
+                return raw[:start] + _USAGE_OPTION + raw[start:]
         return to_json(self._payload(request))
 
     def answers_whole(self, request: ChatCompletionRequest | CompletionRequest) -> bool:

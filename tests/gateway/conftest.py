@@ -163,7 +163,8 @@ class Blackhole:
 
 class ScriptedUpstream(ThreadingHTTPServer):
     """An OpenAI-shaped HTTP server that answers every POST with `answer` (status, JSON
-    bytes) and keeps each request's path and body bytes: for what goes over the hop
+    bytes, or SSE frames when they start with `data:`) and keeps each request's path and
+    body bytes: for what goes over the hop
     itself, and for answers no real engine gives (malformed, unfinished)."""
 
     daemon_threads = True
@@ -193,7 +194,8 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
         self.server.requests.append((self.path, body))
         status, data = self.server.answer
         self.send_response(status)
-        self.send_header("content-type", "application/json")
+        sse = data.startswith(b"data:")
+        self.send_header("content-type", "text/event-stream" if sse else "application/json")
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

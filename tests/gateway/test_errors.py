@@ -52,6 +52,10 @@ MSGS = [{"role": "user", "content": "hi"}]
                                          "temperature": "hot"}).encode(), 400, "temperature"),
     ("/v1/chat/completions", json.dumps({"model": "m", "messages": MSGS,
                                          "max_tokens": 0}).encode(), 400, "max_tokens"),
+    ("/v1/chat/completions", json.dumps({"model": "m", "messages": MSGS,  # strict, as OpenAI
+                                         "max_tokens": "5"}).encode(), 400, "max_tokens"),
+    ("/v1/chat/completions", json.dumps({"model": "m", "messages": MSGS,
+                                         "stream": "true"}).encode(), 400, "stream"),
     ("/v1/chat/completions", json.dumps({"model": "m", "messages": [{"role": "robot",
                                          "content": "x"}]}).encode(), 400, "messages.0.role"),
     ("/v1/chat/completions", json.dumps({"messages": MSGS}).encode(), 400, "model"),

@@ -26,16 +26,31 @@ def answer(model: str, *, finish: str | None = "stop", usage: bool = True) -> by
     return json.dumps(body, indent=1).encode()
 
 
+def frames(model: str) -> bytes:
+    """A one-token streamed answer with its usage chunk, as SSE."""
+    def chunk(choices: list, usage: dict | None = None) -> bytes:
+        return b"data: " + json.dumps({"id": "chatcmpl-up", "object": "chat.completion.chunk",
+                                       "created": 1, "model": model, "choices": choices,
+                                       "usage": usage}).encode() + b"\n\n"
+    return (chunk([{"index": 0, "delta": {"role": "assistant", "content": "hi"}}])
+            + chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+            + chunk([], {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6})
+            + b"data: [DONE]\n\n")
+
+
 @pytest.fixture
 def gateway_url(start_gateway, scripted_upstream) -> str:
-    """Route `renamed` sends model `upstream-name`; every other name passes as it is."""
+    """Route `renamed` sends model `upstream-name`, route `always` streams every request;
+    every other name passes as it is."""
+    url = scripted_upstream.base_url
     return start_gateway({
         "upstreams": {
-            "scripted": {"kind": "openai", "base_url": scripted_upstream.base_url},
-            "renaming": {"kind": "openai", "base_url": scripted_upstream.base_url,
-                         "model": "upstream-name"},
+            "scripted": {"kind": "openai", "base_url": url},
+            "renaming": {"kind": "openai", "base_url": url, "model": "upstream-name"},
+            "streaming": {"kind": "openai", "base_url": url, "always_stream": True},
         },
         "routes": [{"name": "renamed", "models": ["renamed"], "upstream": "renaming"},
+                   {"name": "always", "models": ["always"], "upstream": "streaming"},
                    {"name": "passthrough", "models": ["*"], "upstream": "scripted"}],
     })
 
@@ -54,16 +69,40 @@ def test_an_unchanged_request_goes_upstream_as_the_client_wrote_it(gateway_url,
     assert scripted_upstream.requests == [("/v1/chat/completions", raw)]
 
 
+def test_a_stream_goes_upstream_as_written_with_the_usage_option_first(gateway_url,
+                                                                      scripted_upstream):
+    scripted_upstream.answer = (200, frames("m"))
+    raw = b'  {"model": "m", "stream": true, "messages": [{"role": "user", "content": "Hi"}]}'
+    client = openai.OpenAI(base_url=gateway_url + "/v1", api_key="x", max_retries=0)
+    stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "hi"
+    scripted_upstream.requests.clear()
+    with httpx.stream("POST", gateway_url + "/v1/chat/completions", content=raw,
+                      headers={"content-type": "application/json"}) as r:
+        text = r.read().decode()
+    assert r.status_code == 200 and '"content":"hi"' in text and text.endswith("[DONE]\n\n")
+    assert scripted_upstream.requests == [
+        ("/v1/chat/completions", b'  {"stream_options":{"include_usage":true},' + raw[3:])]
+
+
+STREAMED = {"stream": True, "stream_options": {"include_usage": True}}
+
+
 @pytest.mark.parametrize(("fields", "model", "sent"), [
     ({"cache": {"no_store": True}}, "m", {}),  # the gateway's own field
     ({"session_id": "s1"}, "m", {}),  # travels as a header
     ({"n": 1}, "m", {}),  # the default, which some servers reject
     ({"user": None}, "m", {}),  # a null
     ({}, "renamed", {"model": "upstream-name"}),  # the route names another model
+    ({"stream": True, "stream_options": {"include_usage": False}}, "m", STREAMED),
+    ({}, "always", STREAMED),  # unstreamed by the client, streamed by the upstream's config
 ])
 def test_a_request_the_gateway_must_change_is_rendered_again(gateway_url, scripted_upstream,
                                                              fields, model, sent):
-    scripted_upstream.answer = (200, answer("upstream-name" if model == "renamed" else model))
+    upstream_model = "upstream-name" if model == "renamed" else model
+    streamed = "stream_options" in sent
+    scripted_upstream.answer = (200, frames(upstream_model) if streamed
+                                else answer(upstream_model))
     body = {"model": model, "messages": MESSAGES, "temperature": 0, **fields}
     assert post(gateway_url, json.dumps(body).encode()).status_code == 200
     [(_, upstream_got)] = scripted_upstream.requests
