@@ -261,8 +261,8 @@ class Pipeline:
 def later(record: Callable[..., object], *args: Any) -> None:
     """Run `record(*args)` once the current step of the request's task is done: after the
     answer (or its first frame) is written. After the gateway idles on the upstream, every
-    line of Python runs from cold caches; bookkeeping done before the write is paid by the
-    client as latency, done after it by nobody."""
+    line of Python runs from cold caches, and bookkeeping done before the write would add
+    to the client's latency."""
     asyncio.get_running_loop().call_soon(record, *args)
 
 

@@ -95,13 +95,12 @@ class OpenAICompatUpstream(Upstream):
 
     def _json(self, request: ChatCompletionRequest | CompletionRequest,
               ctx: RequestContext) -> bytes:
-        """`_payload` as JSON. Once the gateway has idled on the upstream, rendering the
-        request again costs about 40 µs on its way upstream, so the client's own bytes go
-        when they already say the same thing: the client's request as it came, for this
-        model name, with none of the fields `_payload` drops or changes and no top-level
-        null (nested values go as the client wrote them), either unstreamed or streamed at
-        the client's own asking; a stream then gets the usage option as the object's first
-        member (the request has no `stream_options` of its own)."""
+        """`_payload` as JSON, or the client's own bytes when they say the same: the
+        client's request as it came, for this model name, with none of the fields
+        `_payload` drops or changes and no top-level null (nested values go as written),
+        unstreamed or streamed at the client's asking (the usage option then goes in as
+        the object's first member). Rendering it again would cost about 40 µs on the
+        request's way upstream once the gateway has idled."""
         raw = ctx.client_json
         if (raw is not None and request is ctx.body
                 and self.model_for(request.model) == request.model
