@@ -164,8 +164,8 @@ class Blackhole:
 class ScriptedUpstream(ThreadingHTTPServer):
     """An OpenAI-shaped HTTP server that answers every POST with `answer` (status, JSON
     bytes, or SSE frames when they start with `data:`) and keeps each request's path and
-    body bytes: for what goes over the hop
-    itself, and for answers no real engine gives (malformed, unfinished)."""
+    body bytes: for what goes over the hop itself, and for answers no real engine gives
+    (malformed, unfinished)."""
 
     daemon_threads = True
 
