@@ -33,6 +33,27 @@ log = logging.getLogger("headstart.gateway")
 _BAD_HEADER_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")  # as uvicorn: no header injection
 _DISCONNECT = {"type": "http.disconnect"}
 
+# ((path, raw path, query), (endpoint, route)): where a request target leads on this path
+Target = tuple[tuple[str, bytes, bytes], tuple[str, str | None]]
+_TARGETS: dict[bytes, Target | None] = {}  # by the URL as sent: clients repeat a few URLs
+_MAX_TARGETS = 256
+
+
+def direct_target(url: bytes) -> Target | None:
+    """Where `url` leads when it names a generation endpoint, else None (remembered)."""
+    try:
+        return _TARGETS[url]
+    except KeyError:
+        pass
+    parsed = httptools.parse_url(url)
+    path = parsed.path.decode("ascii")
+    found = match(path) if "%" not in path else None
+    target = None if found is None else ((path, parsed.path, parsed.query or b""), found)
+    if len(_TARGETS) >= _MAX_TARGETS:
+        _TARGETS.clear()
+    _TARGETS[url] = target
+    return target
+
 
 def find_gateway(app: Any) -> GatewayApp | None:
     """The `GatewayApp` under uvicorn's own wrappers (proxy headers, message logger)."""
@@ -60,6 +81,8 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         direct = self.limit_concurrency is None and not self.root_path
         self.gateway = find_gateway(self.app) if direct else None
+        if self.gateway is not None:
+            self.body_limit: int = self.gateway.state.config.limits.max_body_bytes
 
     def on_headers_complete(self) -> None:
         target = self._direct_target()
@@ -76,18 +99,13 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         keep_alive = http_version != "1.0" and parser.should_keep_alive()
         self.cycle = DirectExchange(self, scope, keep_alive, target[1])  # type: ignore[assignment]
 
-    def _direct_target(self) -> tuple[tuple[str, bytes, bytes], tuple[str, str | None]] | None:
-        """((path, raw path, query), (endpoint, route)) for a request this path serves."""
+    def _direct_target(self) -> Target | None:
+        """Where the request leads, when this path serves it."""
         if (self.gateway is None or self.expect_100_continue
                 or self.parser.get_method() != b"POST" or self.parser.should_upgrade()
                 or not (self.cycle is None or self.cycle.response_complete)):
             return None
-        url = httptools.parse_url(self.url)
-        path = url.path.decode("ascii")
-        found = match(path) if "%" not in path else None
-        if found is None:
-            return None
-        return (path, url.path, url.query or b""), found
+        return direct_target(self.url)
 
     def on_body(self, body: bytes) -> None:
         if isinstance(self.cycle, DirectExchange):
@@ -125,7 +143,7 @@ class DirectExchange:
         self.task: asyncio.Task[None] | None = None
         self._parts: list[bytes] = []
         self._size = 0
-        self._limit = protocol.gateway.state.config.limits.max_body_bytes  # type: ignore[union-attr]
+        self._limit = protocol.body_limit
         self._delivered = False
         self._watch: asyncio.Future[dict[str, Any]] | None = None
         self._head: bytes | None = None

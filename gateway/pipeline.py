@@ -31,6 +31,7 @@ from gateway.config import RouteConfig
 from gateway.context import RequestContext, ServerTiming
 from gateway.metrics import GatewayMetrics
 from gateway.replay import replay
+from gateway.sse import drop_wire
 from gateway.transform_stage import TransformStage
 from gateway.upstream_timeout import UpstreamTimeout
 from gateway.upstreams import Upstream
@@ -57,12 +58,17 @@ class Pipeline:
         route, model = ctx.route.name, ctx.body.model
         if assembler is None:
             assembler = Assembler(ctx.kind, model)
+        # straight from the upstream's reader: a chunk keeps the JSON it came as unless it is
+        # relabelled here (caches and transforms make or change chunks, so they drop it)
+        straight = not ctx.route.caching_enabled() and not self.transforms.active(ctx)
         outcome, first = "error", True
         try:
             source = await self._source(ctx, split)
             async with aclosing(source):
                 async for chunk in source:
-                    chunk.model = model
+                    if chunk.model != model or not straight:
+                        chunk.model = model
+                        drop_wire(chunk)
                     assembler.add(chunk)
                     if first:
                         first = False

@@ -147,8 +147,10 @@ class _Connection(asyncio.Protocol):
         return self.complete and self.keep_alive and not self.closed and self.error is None
 
     def recycle(self) -> None:
-        self.reused = True
-        self._reset()
+        """Ready for the next request (once per response: a second call does nothing)."""
+        if self.complete:
+            self.reused = True
+            self._reset()
 
     def close(self) -> None:
         self.closed = True
@@ -244,6 +246,7 @@ class HTTPPool:
         while self._idle:
             conn = self._idle.pop()
             if not conn.closed:
+                conn.recycle()
                 return conn
         return await self._connect()
 
@@ -262,7 +265,9 @@ class HTTPPool:
         self.in_use -= 1
         self._slots.release()
         if not self._closed and conn.reusable():
-            conn.recycle()
+            # reset later: now, it would delay the answer just read (this runs from cold
+            # caches after the gateway has idled on the upstream)
+            asyncio.get_running_loop().call_soon(conn.recycle)
             self._idle.append(conn)
         else:
             conn.close()  # unread body or server asked: the connection cannot be reused

@@ -13,9 +13,10 @@ import uvicorn
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from uvicorn.server import ServerState
 
+from gateway import http_protocol
 from gateway.app import create_app
 from gateway.config import GatewayConfig
-from gateway.http_protocol import GatewayHttpProtocol, find_gateway
+from gateway.http_protocol import GatewayHttpProtocol, direct_target, find_gateway
 from tests.gateway.conftest import GatewayThread
 
 LIMIT = 2048
@@ -106,6 +107,21 @@ def test_find_gateway_unwraps_uvicorn_middleware_only():
             self.app = inner
 
     assert find_gateway(Foreign(app)) is None
+
+
+def test_direct_targets_are_worked_out_once_per_url(monkeypatch):
+    monkeypatch.setattr(http_protocol, "_TARGETS", {})
+    monkeypatch.setattr(http_protocol, "_MAX_TARGETS", 3)
+    chat = (("/v1/chat/completions", b"/v1/chat/completions", b"a=1"), ("chat/completions", None))
+    assert direct_target(b"/v1/chat/completions?a=1") == chat
+    assert direct_target(b"/v1/chat/completions?a=1") is http_protocol._TARGETS[
+        b"/v1/chat/completions?a=1"]  # remembered
+    assert direct_target(b"/r/blue/v1/completions/")[1] == ("completions", "blue")
+    assert direct_target(b"/v1/embeddings") is None  # served by FastAPI
+    assert list(http_protocol._TARGETS) == [b"/v1/chat/completions?a=1",
+                                            b"/r/blue/v1/completions/", b"/v1/embeddings"]
+    assert direct_target(b"/v1/chat%2Fcompletions") is None  # uvicorn unquotes it
+    assert list(http_protocol._TARGETS) == [b"/v1/chat%2Fcompletions"]  # was full: started again
 
 
 BAD_REQUESTS = {

@@ -26,15 +26,21 @@ def answer(model: str, *, finish: str | None = "stop", usage: bool = True) -> by
     return json.dumps(body, indent=1).encode()
 
 
+USAGE = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+
+
+def sse_chunk(model: str, choices: list, usage: dict | None = None) -> bytes:
+    """One chunk's frame as an upstream might write it: its own spacing, a vendor field."""
+    return b"data: " + json.dumps({"id": "chatcmpl-up", "object": "chat.completion.chunk",
+                                   "created": 1, "model": model, "choices": choices,
+                                   "usage": usage, "vendor_extra": 1}).encode() + b"\n\n"
+
+
 def frames(model: str) -> bytes:
     """A one-token streamed answer with its usage chunk, as SSE."""
-    def chunk(choices: list, usage: dict | None = None) -> bytes:
-        return b"data: " + json.dumps({"id": "chatcmpl-up", "object": "chat.completion.chunk",
-                                       "created": 1, "model": model, "choices": choices,
-                                       "usage": usage}).encode() + b"\n\n"
-    return (chunk([{"index": 0, "delta": {"role": "assistant", "content": "hi"}}])
-            + chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])
-            + chunk([], {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6})
+    return (sse_chunk(model, [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}])
+            + sse_chunk(model, [{"index": 0, "delta": {}, "finish_reason": "stop"}])
+            + sse_chunk(model, [], USAGE)
             + b"data: [DONE]\n\n")
 
 
@@ -80,7 +86,7 @@ def test_a_stream_goes_upstream_as_written_with_the_usage_option_first(gateway_u
     with httpx.stream("POST", gateway_url + "/v1/chat/completions", content=raw,
                       headers={"content-type": "application/json"}) as r:
         text = r.read().decode()
-    assert r.status_code == 200 and '"content":"hi"' in text and text.endswith("[DONE]\n\n")
+    assert r.status_code == 200 and '"content": "hi"' in text and text.endswith("[DONE]\n\n")
     assert scripted_upstream.requests == [
         ("/v1/chat/completions", b'  {"stream_options":{"include_usage":true},' + raw[3:])]
 
@@ -116,6 +122,35 @@ def test_a_finished_answer_under_the_clients_model_comes_back_byte_for_byte(gate
     r = post(gateway_url, json.dumps({"model": "m", "messages": MESSAGES}).encode())
     assert r.status_code == 200 and r.content == answer("m")
     assert r.headers["x-headstart-upstream"] == "scripted"
+
+
+def streamed(url: str, model: str, **fields: object) -> bytes:
+    """The SSE body the gateway writes for a streamed request."""
+    body = {"model": model, "messages": MESSAGES, "stream": True, **fields}
+    with httpx.stream("POST", url + "/v1/chat/completions", json=body) as r:
+        assert r.status_code == 200
+        return r.read()
+
+
+def test_stream_frames_come_back_byte_for_byte(gateway_url, scripted_upstream):
+    scripted_upstream.answer = (200, frames("m"))
+    assert streamed(gateway_url, "m", stream_options={"include_usage": True}) == frames("m")
+    # unasked, the usage chunk stays behind; the other frames still pass as they came
+    assert streamed(gateway_url, "m") == frames("m").replace(sse_chunk("m", [], USAGE), b"")
+
+
+def test_stream_frames_the_gateway_changes_are_rendered_again(gateway_url, scripted_upstream):
+    finish = [{"index": 0, "delta": {}, "finish_reason": "stop"}]
+    scripted_upstream.answer = (200, sse_chunk("m", finish, USAGE) + b"data: [DONE]\n\n")
+    [sent, done] = streamed(gateway_url, "m").split(b"\n\n", 1)
+    chunk = json.loads(sent.removeprefix(b"data: "))
+    assert chunk["usage"] is None and chunk["choices"][0]["finish_reason"] == "stop"
+    assert "vendor_extra" not in chunk and done == b"data: [DONE]\n\n"  # rendered: unasked usage
+    scripted_upstream.answer = (200, frames("upstream-name"))
+    body = streamed(gateway_url, "renamed")
+    models = {json.loads(f.removeprefix(b"data: "))["model"]
+              for f in body.split(b"\n\n") if f.startswith(b"data: {")}
+    assert models == {"renamed"} and b"upstream-name" not in body  # relabelled
 
 
 @pytest.mark.parametrize("usage", [True, False])
