@@ -60,7 +60,7 @@ class Pipeline:
             assembler = Assembler(ctx.kind, model)
         # straight from the upstream's reader: a chunk keeps the JSON it came as unless it is
         # relabelled here (caches and transforms make or change chunks, so they drop it)
-        straight = not ctx.route.caching_enabled() and not self.transforms.active(ctx)
+        straight = self.passes_through(ctx)
         outcome, first = "error", True
         try:
             source = await self._source(ctx, split)
@@ -85,13 +85,17 @@ class Pipeline:
             return
         await self._store(ctx, assembler)
 
+    def passes_through(self, ctx: RequestContext) -> bool:
+        """No cache and no prompt transforms on the request's route: its chunks come
+        straight from the upstream."""
+        return not ctx.route.caching_enabled() and not self.transforms.active(ctx)
+
     def answers_whole(self, ctx: RequestContext) -> bool:
         """Whether `answer_whole(ctx)` serves this request: not streamed, no cache and no
         prompt transforms on its route, and its upstream (and fallback) answer unstreamed."""
-        route = ctx.route
-        if ctx.body.stream or route.caching_enabled() or self.transforms.active(ctx):
+        if ctx.body.stream or not self.passes_through(ctx):
             return False
-        return all(self.upstreams[name].answers_whole(ctx.body) for name in _attempts(route))
+        return all(self.upstreams[name].answers_whole(ctx.body) for name in _attempts(ctx.route))
 
     async def answer_whole(self, ctx: RequestContext) -> ChatCompletion | Completion:
         """The whole answer, labelled with the client's model, without a chunk in between."""
