@@ -1,7 +1,7 @@
 # Fresh machine -> running gateway (`make serve`) or full test suite (`make test`).
 # The interpreter for .venv: the distribution's Python 3.11 first. Debian builds it with PGO and
-# LTO and links libpython statically; pyenv's default build has neither and runs the gateway's
-# Python about 10% more instructions per request (README.md, "Benchmarks").
+# LTO and links libpython statically; pyenv's default build has neither and runs about 11% more
+# instructions per gateway request (README.md, "Benchmarks").
 PY ?= $(shell for p in /usr/bin/python3.11 python3.11 python3; do \
 	  $$p -c 'import ensurepip' 2>/dev/null && command -v $$p && break; done)
 VENV := .venv
