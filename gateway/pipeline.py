@@ -55,7 +55,7 @@ class Pipeline:
         `split=False`: the consumer folds the chunks into one answer, so a cached answer
         is replayed in one piece. `assembler`: the consumer's own, which the pipeline then
         fills (a non-streaming answer is folded once, not twice)."""
-        route, model = ctx.route.name, ctx.body.model
+        model = ctx.body.model
         if assembler is None:
             assembler = Assembler(ctx.kind, model)
         # straight from the upstream's reader: a chunk keeps the JSON it came as unless it is
@@ -72,8 +72,7 @@ class Pipeline:
                     assembler.add(chunk)
                     if first:
                         first = False
-                        later(self.metrics.ttft.labels(route, ctx.cache_status).observe,
-                              time.perf_counter() - ctx.started)
+                        later(self._first_token, ctx, time.perf_counter())
                     yield chunk
             outcome = "ok"
         except (GeneratorExit, asyncio.CancelledError):
@@ -99,9 +98,8 @@ class Pipeline:
 
     async def answer_whole(self, ctx: RequestContext) -> ChatCompletion | Completion:
         """The whole answer, labelled with the client's model, without a chunk in between."""
-        route = ctx.route
         ctx.cache_status = "bypass"
-        later(self.metrics.cache.labels(route.name, "bypass").inc)
+        later(self._count_cache, ctx)
         outcome, usage = "error", None
         try:
             answer = await self._ask_whole(ctx)
@@ -112,8 +110,7 @@ class Pipeline:
                 answer.model = ctx.body.model
                 answer.usage = answer.usage or Usage()
             usage = answer.usage
-            later(self.metrics.ttft.labels(route.name, "bypass").observe,
-                  time.perf_counter() - ctx.started)
+            later(self._first_token, ctx, time.perf_counter())
             outcome = "ok"
             return answer
         except asyncio.CancelledError:
@@ -155,7 +152,7 @@ class Pipeline:
             answer = await self.cache.lookup(ctx)
         else:
             ctx.cache_status = "bypass"
-        later(self.metrics.cache.labels(ctx.route.name, ctx.cache_status).inc)
+        later(self._count_cache, ctx)
         if answer is not None:
             return replay(answer, ctx.body.model, split)
 
@@ -252,6 +249,12 @@ class Pipeline:
         ctx.timings.add("upstream", (time.perf_counter() - t0) * 1000)
         if attempt:
             self.metrics.fallbacks.labels(ctx.route.name, name).inc()
+
+    def _count_cache(self, ctx: RequestContext) -> None:
+        self.metrics.cache.labels(ctx.route.name, ctx.cache_status).inc()
+
+    def _first_token(self, ctx: RequestContext, at: float) -> None:
+        self.metrics.ttft.labels(ctx.route.name, ctx.cache_status).observe(at - ctx.started)
 
     def _upstream_time(self, ctx: RequestContext, name: str, outcome: str, t0: float,
                        t1: float | None = None) -> None:
