@@ -18,7 +18,9 @@ the price of any gateway. The engine's own jitter (tens of ms on a busy machine)
 1 ms difference, so each added p50 comes with a 95% bootstrap interval and the median of
 the per-round differences (proxy − direct in the same round, robust to load drifting
 during the run). Streaming requests are timed to the first body byte (the first token);
-non-streaming ones to the whole answer. `proxy CPU/request` is the proxy process's CPU
+non-streaming ones to the whole answer. `stream-wire` times the same streams to their first
+frame on a raw socket, without the client's HTTP parsing (see `WireClient` for why the two
+differ by about 0.1 ms for a proxy that holds its headers until the first token). `proxy CPU/request` is the proxy process's CPU
 time over the timed requests divided by their number: its cost whatever the load, and the
 steadiest number here; `net of idle` subtracts what the process burns with no request in
 flight (uvicorn's 10 Hz tick and other timers, measured over 3 s before the timed loop),
@@ -47,11 +49,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import socket
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -98,6 +102,8 @@ def cpu_seconds(pid: int) -> float:
 def idle_cpu_rate(pids: dict[str, int], seconds: float = 3.0) -> dict[str, float]:
     """CPU seconds per second each process uses with no request in flight (timers, e.g.
     uvicorn's 10 Hz tick): charged to requests it would grow with the engine's latency."""
+    if not pids:
+        return {}
     before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     time.sleep(seconds)
     return {name: (cpu_seconds(pid) - before[name]) / seconds for name, pid in pids.items()}
@@ -172,27 +178,90 @@ def one(client: httpx.Client, url: str, body: dict, stream: bool) -> float:
     return first
 
 
-def measure(paths: dict[str, tuple[str, int | None]], n: int, stream: bool) -> dict:
-    """Interleaved requests over every path (rotating the order); ms percentiles per path."""
+class WireClient:
+    """One keep-alive socket to a path, speaking HTTP by hand: a stream's first frame timed
+    as its bytes arrive, with no HTTP client's parsing in the time. An httpx client reads
+    an engine's headers while the engine still renders its first frame (they come about
+    0.1 ms apart), but a proxy's headers only with that frame (a gateway holds them until
+    the first chunk, so that an upstream failing before any token still gets an error
+    status and the fallback): the `stream` mode counts the client's header parsing
+    against the proxy, this one does not."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.sock = socket.create_connection((parts.hostname, parts.port), timeout=60)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.host = parts.netloc.encode()
+
+    def first_frame(self, body: dict) -> float:
+        """Seconds to the first `data:` bytes of a streamed answer to `body`; the answer is
+        read to its end, so the connection is kept."""
+        data = json.dumps({**body, "stream": True}).encode()
+        request = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: %b\r\ncontent-type: "
+                   b"application/json\r\ncontent-length: %d\r\n\r\n%b" % (self.host, len(data), data))
+        t0 = time.perf_counter()
+        self.sock.sendall(request)
+        got = self._recv(b"")
+        while b"\r\n\r\n" not in got:
+            got = self._recv(got)
+        if not got.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(f"not a 200 stream: {got[:200]!r}")
+        while b"data:" not in got:
+            got = self._recv(got)
+        first = time.perf_counter() - t0
+        head, _, rest = got.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":", 1)[1]) for line in head.lower().split(b"\r\n")
+                       if line.startswith(b"content-length:")), None)
+        while len(rest) < length if length is not None else not rest.endswith(b"0\r\n\r\n"):
+            rest = self._recv(rest)  # to the body's end: its length, or the last chunk
+        return first
+
+    def _recv(self, got: bytes) -> bytes:
+        piece = self.sock.recv(65536)
+        if not piece:
+            raise RuntimeError(f"connection closed mid-answer after {got[:200]!r}")
+        return got + piece
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+MODES = ("non-stream", "stream", "stream-wire")
+
+
+def measure(paths: dict[str, tuple[str, int | None]], n: int, mode: str) -> dict:
+    """Interleaved requests over every path (rotating the order); ms percentiles per path.
+    `mode`: one of `MODES`."""
     body = {"model": MODEL, "max_tokens": 1, "temperature": 0,
             "messages": [{"role": "user", "content": "Reply with one word: ok."}]}
     names = list(paths)
     times: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, float] = {}
+    wires = {name: WireClient(url) for name, (url, _) in paths.items()} \
+        if mode == "stream-wire" else {}
     with httpx.Client(timeout=60) as client:
-        for _ in range(10):  # warm up connections and the engine's prefix cache
-            for url, _pid in paths.values():
-                one(client, url + "/v1/chat/completions", body, stream)
-        pids = {name: pid for name, (_, pid) in paths.items() if pid}
-        idle = idle_cpu_rate(pids)
-        cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        t0 = time.perf_counter()
-        for i in range(n):
-            for j in range(len(names)):
-                name = names[(i + j) % len(names)]
-                times[name].append(one(client, paths[name][0] + "/v1/chat/completions",
-                                       body, stream))
-        elapsed = time.perf_counter() - t0
+
+        def timed(name: str) -> float:
+            if wires:
+                return wires[name].first_frame(body)
+            return one(client, paths[name][0] + "/v1/chat/completions", body, mode == "stream")
+
+        try:
+            for _ in range(10):  # warm up connections and the engine's prefix cache
+                for name in names:
+                    timed(name)
+            pids = {name: pid for name, (_, pid) in paths.items() if pid}
+            idle = idle_cpu_rate(pids)
+            cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            t0 = time.perf_counter()
+            for i in range(n):
+                for j in range(len(names)):
+                    name = names[(i + j) % len(names)]
+                    times[name].append(timed(name))
+            elapsed = time.perf_counter() - t0
+        finally:
+            for wire in wires.values():
+                wire.close()
         for name, start in cpu0.items():
             used = cpu_seconds(pids[name]) - start
             cpu[name] = (used * 1000 / n, (used - idle[name] * elapsed) * 1000 / n)
@@ -293,8 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.litellm_proxy:
             servers.append(start_litellm_proxy(args.litellm_proxy, engine_url, workdir))
             paths["litellm-proxy"] = (servers[-1].base_url, servers[-1].proc.pid)
-        results = {mode: measure(paths, args.requests, mode == "stream")
-                   for mode in ("non-stream", "stream")}
+        results = {mode: measure(paths, args.requests, mode) for mode in MODES}
     finally:
         for server in reversed(servers):
             server.stop()

@@ -63,8 +63,8 @@ class ServerTiming:
         """`with ctx.timings.measure("cache"): ...` records that block's duration."""
         return _Timer(self, stage)
 
-    def header(self) -> str:
-        return ", ".join(f"{name};dur={ms:.2f}" for name, ms in self.stages)
+    def header(self) -> bytes:
+        return b", ".join(b"%s;dur=%.2f" % (name.encode(), ms) for name, ms in self.stages)
 
 
 class _Timer:
@@ -139,12 +139,17 @@ class RequestContext:
     upstream_name: str | None = None
     upstream_body: bytes | None = None  # a whole answer's bytes, when written unchanged
 
-    def response_headers(self) -> dict[str, str]:
-        headers = {"x-request-id": self.request_id, "x-cache": self.cache_status}
+    def response_headers(self) -> list[tuple[bytes, bytes]]:
+        """The headers the stages' annotations make, as ASGI sends them: rendered straight
+        to bytes, since a streamed answer's first frame waits on them."""
+        headers = [(b"x-request-id", self.request_id.encode("latin-1")),
+                   (b"x-cache", self.cache_status.encode())]
         if self.cache_similarity is not None:
-            headers["x-cache-similarity"] = f"{self.cache_similarity:.4f}"
+            headers.append((b"x-cache-similarity", b"%.4f" % self.cache_similarity))
         if self.transforms:
-            headers["x-headstart-transforms"] = ",".join(self.transforms)
+            headers.append((b"x-headstart-transforms", ",".join(self.transforms).encode("latin-1")))
         if self.timings.stages:
-            headers["server-timing"] = self.timings.header()
+            headers.append((b"server-timing", self.timings.header()))
+        if self.upstream_name:
+            headers.append((b"x-headstart-upstream", self.upstream_name.encode("latin-1")))
         return headers

@@ -66,14 +66,6 @@ class ClientWatch:
         self._watch.cancel()
 
 
-def header_list(ctx: RequestContext) -> list[tuple[bytes, bytes]]:
-    """The context's headers, plus which upstream answered (`x-headstart-upstream`)."""
-    out = [(k.encode(), v.encode("latin-1")) for k, v in ctx.response_headers().items()]
-    if ctx.upstream_name:
-        out.append((b"x-headstart-upstream", ctx.upstream_name.encode("latin-1")))
-    return out
-
-
 async def send_json(send: CoalescedSend, status: int, body: bytes,
                     headers: list[tuple[bytes, bytes]]) -> None:
     """A whole JSON response, status line to body in one write."""
@@ -93,7 +85,7 @@ async def write_answer(ctx: RequestContext, pipeline: Pipeline, send: CoalescedS
         answer = await pipeline.answer_whole(ctx)
         ctx.timings.add("total", (time.perf_counter() - ctx.started) * 1000)
         body = ctx.upstream_body or answer.model_dump_json().encode()
-        await send_json(send, 200, body, header_list(ctx))
+        await send_json(send, 200, body, ctx.response_headers())
         return
     assembler = Assembler(ctx.kind, ctx.body.model)
     chunks = pipeline.run(ctx, split=False, assembler=assembler)  # fills `assembler`
@@ -104,7 +96,7 @@ async def write_answer(ctx: RequestContext, pipeline: Pipeline, send: CoalescedS
         raise unfinished(ctx)
     ctx.timings.add("total", (time.perf_counter() - ctx.started) * 1000)
     body = assembler.response().model_dump_json().encode()
-    await send_json(send, 200, body, header_list(ctx))
+    await send_json(send, 200, body, ctx.response_headers())
 
 
 async def _stream(ctx: RequestContext, chunks: AsyncIterator[Chunk], send: CoalescedSend) -> None:
@@ -116,7 +108,7 @@ async def _stream(ctx: RequestContext, chunks: AsyncIterator[Chunk], send: Coale
         await chunks.aclose()  # type: ignore[attr-defined]
         raise
     start: dict[str, Any] | None = {"type": "http.response.start", "status": 200,
-                                    "headers": header_list(ctx) + SSE_HEADERS}
+                                    "headers": ctx.response_headers() + SSE_HEADERS}
 
     async def write(frame: bytes, last: bool) -> None:
         nonlocal start

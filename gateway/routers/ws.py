@@ -124,8 +124,8 @@ async def _answer(websocket: WebSocket, raw: bytes, limit: int, route_name: str 
     except APIError as e:
         await websocket.send_text(_error(e, ctx.request_id if ctx else None))
         return
-    done: dict[str, Any] = {"type": "done", "request_id": ctx.request_id,
-                            "headers": ctx.response_headers()}
+    headers = {k.decode(): v.decode("latin-1") for k, v in ctx.response_headers()}
+    done: dict[str, Any] = {"type": "done", "request_id": ctx.request_id, "headers": headers}
     await websocket.send_text(json.dumps(done))
 
 

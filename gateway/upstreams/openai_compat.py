@@ -37,7 +37,7 @@ from engine.protocol import (
 from gateway.assemble import as_chunk
 from gateway.config import UpstreamConfig
 from gateway.context import RequestContext
-from gateway.sse import SSEDataReader, WireChatChunk, WireCompletion
+from gateway.sse import SSEDataReader, keep_wire
 from gateway.upstreams.base import Upstream
 from gateway.upstreams.http_pool import ConnectFailed, HTTPPool, Response
 
@@ -76,12 +76,12 @@ class OpenAICompatUpstream(Upstream):
     def stream_chat(
         self, request: ChatCompletionRequest, ctx: RequestContext
     ) -> AsyncIterator[ChatCompletionChunk]:
-        return self._stream("/chat/completions", request, ctx, WireChatChunk)
+        return self._stream("/chat/completions", request, ctx, ChatCompletionChunk)
 
     def stream_completion(
         self, request: CompletionRequest, ctx: RequestContext
     ) -> AsyncIterator[Completion]:
-        return self._stream("/completions", request, ctx, WireCompletion)
+        return self._stream("/completions", request, ctx, Completion)
 
     def _payload(self, request: ChatCompletionRequest | CompletionRequest) -> dict[str, Any]:
         payload = request.model_dump(exclude_none=True, exclude=_NOT_FORWARDED)
@@ -163,17 +163,11 @@ class OpenAICompatUpstream(Upstream):
                 events = SSEDataReader()
                 while (piece := await response.next_piece()) is not None:  # to the end: the
                     for payload in events.feed(piece):  # connection then goes back to the pool
-                        yield self._parse_wire(payload, chunk_type)
+                        yield keep_wire(self._parse(payload, chunk_type), payload)
                 for payload in events.end():
-                    yield self._parse_wire(payload, chunk_type)
+                    yield keep_wire(self._parse(payload, chunk_type), payload)
             except OSError as e:  # the connection broke mid-answer
                 raise self.error(502, f"{type(e).__name__}: {e}", code="upstream_error") from None
-
-    def _parse_wire(self, payload: bytes, chunk_type: type[BaseModel]) -> Any:
-        """A streamed chunk, keeping the JSON it came as (`gateway/sse.py`)."""
-        chunk = self._parse(payload, chunk_type)
-        chunk.__pydantic_private__["_wire"] = payload  # as `chunk._wire = ...`, minus the lookups
-        return chunk
 
     def _parse(self, data: str | bytes, chunk_type: type[BaseModel]) -> Any:
         try:

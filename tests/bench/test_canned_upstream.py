@@ -4,24 +4,12 @@ official `openai` SDK can talk to, streamed and not, and one a gateway can proxy
 from __future__ import annotations
 
 import shutil
-import sys
-from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
 
-from bench.processes import ServerProcess, free_port
 from tests.gateway.conftest import GatewayThread
-
-
-@pytest.fixture(scope="module")
-def canned() -> Iterator[ServerProcess]:
-    port = free_port()
-    server = ServerProcess([sys.executable, "-m", "bench.canned_upstream", "--port", str(port),
-                            "--delay-ms", "1"], port, timeout_s=60).start()
-    yield server
-    server.stop()
 
 
 def test_answers_like_an_openai_server(canned):
