@@ -1,5 +1,6 @@
 """SSE framing: one `data:` frame per chunk, `[DONE]` last; a mid-stream error becomes an
-error frame; the usage-only chunk only when asked; leaving early closes the chunk source."""
+error frame; the usage-only chunk only when asked; leaving early closes the chunk source; a
+chunk read off an upstream is written as it came until its JSON is dropped."""
 
 from __future__ import annotations
 
@@ -8,8 +9,15 @@ import json
 
 import pytest
 
-from engine.protocol import APIError, ChatCompletionChunk, ChunkChoice, DeltaMessage, Usage
-from gateway.sse import DONE, SSEDataReader, write_sse
+from engine.protocol import (
+    APIError,
+    ChatCompletionChunk,
+    ChunkChoice,
+    Completion,
+    DeltaMessage,
+    Usage,
+)
+from gateway.sse import DONE, SSEDataReader, drop_wire, frame, keep_wire, write_sse
 
 
 def chunk(text: str) -> ChatCompletionChunk:
@@ -116,3 +124,17 @@ def test_reader_keeps_a_last_line_without_newline():
     assert reader.feed(b'data: {"a": 1}\n\ndata: {"b"') == [b'{"a": 1}']
     assert reader.feed(b": 2}") == []
     assert reader.end() == [b'{"b": 2}'] and not reader.done
+
+
+@pytest.mark.parametrize("model", [ChatCompletionChunk, Completion])
+def test_a_kept_wire_is_written_as_it_came_until_dropped(model):
+    assert not model.__private_attributes__  # `keep_wire` uses the slot they leave empty
+    payload = (b'{"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}'
+               if model is ChatCompletionChunk else
+               b'{"id":"c1","model":"m","choices":[{"index":0,"text":"hi"}]}')
+    kept = keep_wire(model.model_validate_json(payload), payload)
+    assert frame(kept) == b"data: " + payload + b"\n\n"  # no spaces, fields as sent
+    drop_wire(kept)
+    rendered = frame(kept)
+    assert rendered != b"data: " + payload + b"\n\n"
+    assert json.loads(rendered[6:]) == kept.model_dump(mode="json")
