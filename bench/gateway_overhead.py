@@ -181,11 +181,11 @@ def one(client: httpx.Client, url: str, body: dict, stream: bool) -> float:
 class WireClient:
     """One keep-alive socket to a path, speaking HTTP by hand: a stream's first frame timed
     as its bytes arrive, with no HTTP client's parsing in the time. An httpx client reads
-    an engine's headers while the engine still renders its first frame (they come about
-    0.1 ms apart), but a proxy's headers only with that frame (a gateway holds them until
-    the first chunk, so that an upstream failing before any token still gets an error
-    status and the fallback): the `stream` mode counts the client's header parsing
-    against the proxy, this one does not."""
+    the engine's headers while the engine still renders its first frame (they come about
+    0.1 ms apart), and nginx's as soon as the engine's pass through, but Headstart's only
+    with that frame: it holds them until the first chunk, so that an upstream failing
+    before any token still gets an error status and the fallback. The `stream` mode
+    counts the client's parsing of those headers against Headstart; this one does not."""
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
