@@ -9,26 +9,26 @@ with `litellm[proxy]`).
                                      [--engine-env KEY=VALUE ...] [--canned-upstream MS]
                                      [--nginx [BIN]] [--bundled-engine]
 
-What it measures: one client (httpx, keep-alive) sends the same request (`max_tokens: 1`,
-a fixed prompt) to each path in turn, rotating which goes first, so the paths see the same
+What it measures: one client (httpx, keep-alive) sends the same request (`max_tokens: 1`, a
+fixed prompt) to each path in turn, rotating which goes first, so the paths see the same
 engine, prompt-cache state and machine load. The added latency of a proxy is its p50 (p99)
-minus the direct path's p50 (p99): the proxy's own processing plus the extra loopback
-HTTP hop (the client's connection to the proxy and the proxy's to the engine), which is
-the price of any gateway. The engine's own jitter (tens of ms on a busy machine) dwarfs a
-1 ms difference, so each added p50 comes with a 95% bootstrap interval and the median of
-the per-round differences (proxy − direct in the same round, robust to load drifting
-during the run). Streaming requests are timed to the first body byte (the first token);
-non-streaming ones to the whole answer. `stream-wire` times the same streams to their first
-frame on a raw socket, without the client's HTTP parsing (see `WireClient` for why the two
-differ by about 0.1 ms for a proxy that holds its headers until the first token). `proxy CPU/request` is the proxy process's CPU
+minus the direct path's p50 (p99): the proxy's own processing plus the extra loopback HTTP
+hop (the client's connection to the proxy and the proxy's to the engine), which is the price
+of any gateway. The engine's own jitter (tens of ms on a busy machine) dwarfs a 1 ms
+difference, so each added p50 comes with a 95% bootstrap interval and the median of the
+per-round differences (proxy − direct in the same round, robust to load drifting during the
+run). Streaming requests are timed to the first body byte (the first token); non-streaming
+ones to the whole answer. `stream-wire` times the same streams to their first frame on a raw
+socket, without the client's HTTP parsing (`WireClient` says why the two differ, by 0.1–0.2
+ms here, for Headstart and not for nginx). `proxy CPU/request` is the proxy process's CPU
 time over the timed requests divided by their number: its cost whatever the load, and the
 steadiest number here; `net of idle` subtracts what the process burns with no request in
 flight (uvicorn's 10 Hz tick and other timers, measured over 3 s before the timed loop),
 which otherwise grows with the engine's latency rather than with the proxy's work.
 `--engine-env OMP_WAIT_POLICY=PASSIVE` starts the engine with that environment (every path
 talks to the same engine): after each forward pass libgomp's worker threads spin-wait on the
-cores (by default), which the proxies need right then to forward the answer. Targets: ≤ 1 ms p50 and ≤ 5 ms p99 added
-(LiteLLM's proxy publishes 12 ms median and 43 ms p99).
+cores (by default), which the proxies need right then to forward the answer. Targets: ≤ 1 ms
+p50 and ≤ 5 ms p99 added (LiteLLM's proxy publishes 12 ms median and 43 ms p99).
 
 `--bundled-engine` adds `headstart serve` with the engine in its own process (the embedded
 default's shape, kind `engine`: no hop to an upstream) on its own passthrough route. Its
