@@ -19,8 +19,8 @@ difference, so each added p50 comes with a 95% bootstrap interval and the median
 per-round differences (proxy − direct in the same round, robust to load drifting during the
 run). Streaming requests are timed to the first body byte (the first token); non-streaming
 ones to the whole answer. `stream-wire` times the same streams to their first frame on a raw
-socket, without the client's HTTP parsing (`WireClient` says why the two differ, by 0.1–0.2
-ms here, for Headstart and not for nginx). `proxy CPU/request` is the proxy process's CPU
+socket, without the client's HTTP parsing (`WireClient` says why the two differ, by
+0.1–0.2 ms here, for Headstart and not for nginx). `proxy CPU/request` is the proxy process's CPU
 time over the timed requests divided by their number: its cost whatever the load, and the
 steadiest number here; `net of idle` subtracts what the process burns with no request in
 flight (uvicorn's 10 Hz tick and other timers, measured over 3 s before the timed loop),
