@@ -3,7 +3,8 @@
 Pure functions with no web framework, so the engine's own server and the gateway's
 in-process upstream turn requests and answers into each other the same way. Every
 problem with a request becomes an `APIError(400, ..., param=...)` before the engine
-sees it.
+sees it. Answers are built from `(choice index, delta)` pairs (`engine.choices`): a
+request for `n` choices runs as `n` engine requests.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from engine.choices import IndexedDelta
 from engine.protocol import (
     APIError,
     AssistantMessage,
@@ -43,6 +45,7 @@ class EngineInput:
     prompt_ids: list[int]
     params: SamplingParams
     echo_text: str = ""  # legacy completions with `echo`: the prompt, sent before the answer
+    n: int = 1  # choices: one engine request each (`engine.choices`)
 
 
 # ---------------------------------------------------------------- requests
@@ -111,7 +114,7 @@ def chat_input(request: ChatCompletionRequest, tokenizer: Tokenizer,
         raise APIError(400, "logprobs are not supported", param="logprobs")
     ids = tokenizer.encode(chat_prompt(request, tokenizer), add_special_tokens=False)
     _check_prompt_len(len(ids), max_model_len, "messages")
-    return EngineInput(ids, sampling_params(request, len(ids), max_model_len))
+    return EngineInput(ids, sampling_params(request, len(ids), max_model_len), n=request.n)
 
 
 def completion_input(request: CompletionRequest, tokenizer: Tokenizer,
@@ -132,7 +135,7 @@ def completion_input(request: CompletionRequest, tokenizer: Tokenizer,
     echo = ""
     if request.echo:
         echo = request.prompt if isinstance(request.prompt, str) else tokenizer.decode(ids)
-    return EngineInput(ids, sampling_params(request, len(ids), max_model_len), echo)
+    return EngineInput(ids, sampling_params(request, len(ids), max_model_len), echo, request.n)
 
 
 def _check_prompt_len(n: int, max_model_len: int, param: str) -> None:
@@ -161,88 +164,95 @@ def aborted(delta: GenerationDelta | None) -> APIError:
     return APIError(500, f"the engine aborted the request: {reason}", code="engine_aborted")
 
 
-def usage_of(delta: GenerationDelta) -> Usage:
-    """Usage from a request's latest delta (its counters are cumulative)."""
-    return Usage.of(delta.prompt_tokens, delta.completion_tokens, delta.cached_tokens)
+def usage_of(lasts: dict[int, GenerationDelta]) -> Usage:
+    """Usage from each choice's latest delta (their counters are cumulative): the prompt
+    counted once, as the client sent it once, and the completions of all choices."""
+    first = lasts[min(lasts)]
+    completion = sum(delta.completion_tokens for delta in lasts.values())
+    return Usage.of(first.prompt_tokens, completion, first.cached_tokens)
 
 
-async def stream_chat(deltas: AsyncIterator[GenerationDelta], *, model: str,
+async def stream_chat(deltas: AsyncIterator[IndexedDelta], *, model: str,
                       include_usage: bool = False,
                       completion_id: str | None = None) -> AsyncIterator[ChatCompletionChunk]:
-    """chat.completion.chunk objects: the role first, then text, then the finish reason;
-    with `include_usage`, a last chunk with no choices and the usage (as OpenAI does).
-    An engine failure mid-stream raises `aborted(...)`."""
+    """chat.completion.chunk objects, one choice each: per choice the role first, then text,
+    then the finish reason; with `include_usage`, a last chunk with no choices and the usage
+    (as OpenAI does). An engine failure mid-stream raises `aborted(...)`."""
     cid, created = completion_id or new_id("chatcmpl"), now()
 
-    def chunk(delta: DeltaMessage, finish: str | None = None) -> ChatCompletionChunk:
-        choice = ChunkChoice(delta=delta, finish_reason=finish)
+    def chunk(index: int, delta: DeltaMessage, finish: str | None = None) -> ChatCompletionChunk:
+        choice = ChunkChoice(index=index, delta=delta, finish_reason=finish)
         return ChatCompletionChunk(id=cid, created=created, model=model, choices=[choice])
 
-    last = None
-    sent_role = False
-    async for delta in deltas:
-        last = delta
+    lasts: dict[int, GenerationDelta] = {}
+    async for index, delta in deltas:
         if delta.finish_reason == "abort":
             raise aborted(delta)
-        if not sent_role:
-            sent_role = True
-            yield chunk(DeltaMessage(role="assistant", content=""))
+        if index not in lasts:
+            yield chunk(index, DeltaMessage(role="assistant", content=""))
+        lasts[index] = delta
         if delta.text or delta.finish_reason:
-            yield chunk(DeltaMessage(content=delta.text or None), delta.finish_reason)
-    if include_usage and last is not None:
+            yield chunk(index, DeltaMessage(content=delta.text or None), delta.finish_reason)
+    if include_usage and lasts:
         yield ChatCompletionChunk(id=cid, created=created, model=model, choices=[],
-                                  usage=usage_of(last))
+                                  usage=usage_of(lasts))
 
 
-async def collect_chat(deltas: AsyncIterator[GenerationDelta], *, model: str,
+async def collect_chat(deltas: AsyncIterator[IndexedDelta], *, model: str,
                        completion_id: str | None = None) -> ChatCompletion:
     """One non-streamed chat.completion from the whole stream of deltas."""
-    text, last = await _collect(deltas)
-    message = AssistantMessage(content=text)
-    return ChatCompletion(id=completion_id or new_id("chatcmpl"), model=model,
-                          choices=[ChatChoice(message=message, finish_reason=last.finish_reason)],
-                          usage=usage_of(last))
+    texts, lasts = await _collect(deltas)
+    choices = [ChatChoice(index=i, message=AssistantMessage(content=texts[i]),
+                          finish_reason=lasts[i].finish_reason) for i in sorted(lasts)]
+    return ChatCompletion(id=completion_id or new_id("chatcmpl"), model=model, choices=choices,
+                          usage=usage_of(lasts))
 
 
-async def stream_completion(deltas: AsyncIterator[GenerationDelta], *, model: str,
+async def stream_completion(deltas: AsyncIterator[IndexedDelta], *, model: str,
                             include_usage: bool = False, echo_text: str = "",
                             completion_id: str | None = None) -> AsyncIterator[Completion]:
-    """text_completion chunks (the echoed prompt first, if any); usage last when asked."""
+    """text_completion chunks, one choice each (a choice's echoed prompt first, if any);
+    usage last when asked."""
     cid, created = completion_id or new_id("cmpl"), now()
 
-    def chunk(text: str, finish: str | None = None) -> Completion:
-        choice = CompletionChoice(text=text, finish_reason=finish)
+    def chunk(index: int, text: str, finish: str | None = None) -> Completion:
+        choice = CompletionChoice(index=index, text=text, finish_reason=finish)
         return Completion(id=cid, created=created, model=model, choices=[choice])
 
-    last = None
-    pending = echo_text
-    async for delta in deltas:
-        last = delta
+    lasts: dict[int, GenerationDelta] = {}
+    async for index, delta in deltas:
         if delta.finish_reason == "abort":
             raise aborted(delta)
-        text, pending = pending + delta.text, ""
+        text = delta.text if index in lasts else echo_text + delta.text
+        lasts[index] = delta
         if text or delta.finish_reason:
-            yield chunk(text, delta.finish_reason)
-    if include_usage and last is not None:
-        yield Completion(id=cid, created=created, model=model, choices=[], usage=usage_of(last))
+            yield chunk(index, text, delta.finish_reason)
+    if include_usage and lasts:
+        yield Completion(id=cid, created=created, model=model, choices=[], usage=usage_of(lasts))
 
 
-async def collect_completion(deltas: AsyncIterator[GenerationDelta], *, model: str,
+async def collect_completion(deltas: AsyncIterator[IndexedDelta], *, model: str,
                              echo_text: str = "",
                              completion_id: str | None = None) -> Completion:
     """One non-streamed text_completion from the whole stream of deltas."""
-    text, last = await _collect(deltas)
-    choice = CompletionChoice(text=echo_text + text, finish_reason=last.finish_reason)
-    return Completion(id=completion_id or new_id("cmpl"), model=model, choices=[choice],
-                      usage=usage_of(last))
+    texts, lasts = await _collect(deltas)
+    choices = [CompletionChoice(index=i, text=echo_text + texts[i],
+                                finish_reason=lasts[i].finish_reason) for i in sorted(lasts)]
+    return Completion(id=completion_id or new_id("cmpl"), model=model, choices=choices,
+                      usage=usage_of(lasts))
 
 
-async def _collect(deltas: AsyncIterator[GenerationDelta]) -> tuple[str, GenerationDelta]:
-    parts: list[str] = []
-    last = None
-    async for delta in deltas:
-        parts.append(delta.text)
-        last = delta
-    if last is None or last.finish_reason in (None, "abort"):
-        raise aborted(last)
-    return "".join(parts), last
+async def _collect(deltas: AsyncIterator[IndexedDelta]
+                   ) -> tuple[dict[int, str], dict[int, GenerationDelta]]:
+    """Each choice's whole text and last delta; every choice must have finished."""
+    parts: dict[int, list[str]] = {}
+    lasts: dict[int, GenerationDelta] = {}
+    async for index, delta in deltas:
+        parts.setdefault(index, []).append(delta.text)
+        lasts[index] = delta
+    for last in lasts.values():
+        if last.finish_reason in (None, "abort"):
+            raise aborted(last)
+    if not lasts:
+        raise aborted(None)
+    return {i: "".join(p) for i, p in parts.items()}, lasts

@@ -60,6 +60,9 @@ class ChatMessage(BaseModel):
         return "".join(p.get("text", "") for p in self.content if isinstance(p, dict))
 
 
+MAX_CHOICES = 128  # `n`, as OpenAI bounds it
+
+
 class SamplingFields(BaseModel):
     """Fields every generation request shares (chat and legacy completions)."""
 
@@ -70,7 +73,7 @@ class SamplingFields(BaseModel):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=-1)
-    n: int = Field(default=1, ge=1, le=1)
+    n: int = Field(default=1, ge=1, le=MAX_CHOICES)
     stop: str | list[str] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None

@@ -20,6 +20,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
+from engine.choices import IndexedDelta, generate_choices
 from engine.errors import InvalidRequest
 from engine.http_errors import ClientDisconnected, install_error_handlers, parse_body
 from engine.metrics import EngineMetrics
@@ -43,6 +44,7 @@ from engine.protocol import (
     SamplingFields,
     new_id,
 )
+from engine.sampling_params import SamplingParams
 
 T = TypeVar("T")
 DEFAULT_PORT = 8001
@@ -135,14 +137,19 @@ def _check_model(name: str, engine) -> None:
 
 
 async def _start(request: Request, body: SamplingFields, prepared: EngineInput, request_id: str,
-                 endpoint: str) -> AsyncIterator[GenerationDelta]:
-    """Submit to the engine and wait for the first delta, so that a request the engine refuses
-    still gets an error status (not a 200 stream) and a client gone while queued aborts it."""
+                 endpoint: str) -> AsyncIterator[IndexedDelta]:
+    """Submit to the engine (one request per choice) and wait for the first delta, so that a
+    request the engine refuses still gets an error status (not a 200 stream) and a client
+    gone while queued aborts it."""
     session_id = body.session_id or request.headers.get("x-session-id") or None
-    engine = request.app.state.engine
-    deltas = request.app.state.metrics.observe(
-        engine.generate(prepared.prompt_ids, prepared.params, request_id=request_id,
-                        session_id=session_id), endpoint)
+    engine, metrics = request.app.state.engine, request.app.state.metrics
+
+    def start(params: SamplingParams, engine_request_id: str) -> AsyncIterator[GenerationDelta]:
+        return metrics.observe(engine.generate(prepared.prompt_ids, params,
+                                               request_id=engine_request_id,
+                                               session_id=session_id), endpoint)
+
+    deltas = generate_choices(start, prepared.params, prepared.n, request_id)
     try:
         first = await _until_disconnected(request, anext(deltas))
     except InvalidRequest as exc:
@@ -154,18 +161,18 @@ async def _start(request: Request, body: SamplingFields, prepared: EngineInput, 
     except BaseException:
         await deltas.aclose()
         raise
-    if first.finish_reason == "abort":  # failed before any output: a plain error response
-        raise aborted(first)
+    if first[1].finish_reason == "abort":  # failed before any output: a plain error response
+        await deltas.aclose()
+        raise aborted(first[1])
     return _resume(first, deltas)
 
 
-async def _resume(first: GenerationDelta,
-                  rest: AsyncIterator[GenerationDelta]) -> AsyncIterator[GenerationDelta]:
+async def _resume(first: IndexedDelta,
+                  rest: AsyncIterator[IndexedDelta]) -> AsyncIterator[IndexedDelta]:
     try:
         yield first
-        if first.finish_reason is None:
-            async for delta in rest:
-                yield delta
+        async for delta in rest:
+            yield delta
     finally:
         await rest.aclose()
 

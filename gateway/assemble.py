@@ -2,12 +2,14 @@
 
 The pipeline works on chunks; a client that asked for `stream: false` gets them folded
 into one `chat.completion` / `text_completion`, and the caches get the same fold as an
-`Answer`. An upstream asked without streaming hands its whole answer over as one chunk
-(`as_chunk`).
+`Answer`. The choices of a request for `n` of them fold side by side, by their `index`; the
+caches keep only one-choice answers. An upstream asked without streaming hands its whole
+answer over as one chunk (`as_chunk`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine.protocol import (
@@ -26,18 +28,40 @@ from engine.protocol import (
 from gateway.context import Answer
 
 
+@dataclass
+class _Choice:
+    """One choice's answer so far."""
+
+    parts: list[str] = field(default_factory=list)
+    finish_reason: str | None = None
+    tools: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def add_tool_delta(self, call: dict[str, Any]) -> None:
+        slot = self.tools.setdefault(call.get("index", len(self.tools)),
+                                     {"id": None, "name": "", "arguments": ""})
+        slot["id"] = call.get("id") or slot["id"]
+        fn = call.get("function") or {}
+        slot["name"] += fn.get("name") or ""
+        slot["arguments"] += fn.get("arguments") or ""
+
+    def tool_calls(self) -> list[ToolCall] | None:
+        if not self.tools:
+            return None
+        return [ToolCall(id=t["id"] or f"call_{i}",
+                         function=FunctionCall(name=t["name"], arguments=t["arguments"]))
+                for i, t in sorted(self.tools.items())]
+
+
 class Assembler:
-    """Accumulates the chunks of one answer (choice 0; `n` is always 1)."""
+    """Accumulates the chunks of one answer, each choice (`index`) on its own."""
 
     def __init__(self, kind: Literal["chat", "completion"], model: str) -> None:
         self.kind = kind
         self.model = model
         self.id: str | None = None
         self.created: int | None = None
-        self.parts: list[str] = []
-        self.finish_reason: str | None = None
         self.usage: Usage | None = None
-        self._tools: dict[int, dict[str, Any]] = {}
+        self._choices: dict[int, _Choice] = {}
 
     def add(self, chunk: ChatCompletionChunk | Completion) -> None:
         if self.id is None:
@@ -45,66 +69,64 @@ class Assembler:
         if chunk.usage is not None:
             self.usage = chunk.usage
         for choice in chunk.choices:
+            slot = self._choices.get(choice.index)
+            if slot is None:
+                slot = self._choices[choice.index] = _Choice()
             if isinstance(chunk, ChatCompletionChunk):
                 if choice.delta.content:
-                    self.parts.append(choice.delta.content)
+                    slot.parts.append(choice.delta.content)
                 for call in choice.delta.tool_calls or ():
-                    self._add_tool_delta(call)
+                    slot.add_tool_delta(call)
             elif choice.text:
-                self.parts.append(choice.text)
+                slot.parts.append(choice.text)
             if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
-
-    def _add_tool_delta(self, call: dict[str, Any]) -> None:
-        slot = self._tools.setdefault(call.get("index", len(self._tools)),
-                                      {"id": None, "name": "", "arguments": ""})
-        slot["id"] = call.get("id") or slot["id"]
-        fn = call.get("function") or {}
-        slot["name"] += fn.get("name") or ""
-        slot["arguments"] += fn.get("arguments") or ""
+                slot.finish_reason = choice.finish_reason
 
     @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    def tool_calls(self) -> list[ToolCall] | None:
-        if not self._tools:
+    def finish_reason(self) -> str | None:
+        """The first choice's finish reason once every choice has one, else None."""
+        choices = self._choices
+        if not choices or any(c.finish_reason is None for c in choices.values()):
             return None
-        return [ToolCall(id=t["id"] or f"call_{i}",
-                         function=FunctionCall(name=t["name"], arguments=t["arguments"]))
-                for i, t in sorted(self._tools.items())]
+        return choices[min(choices)].finish_reason
 
     def answer(self) -> Answer | None:
-        """The finished answer, or None if the stream ended without a finish reason."""
-        if self.finish_reason is None:
+        """The finished answer for the caches, or None if the stream ended without a finish
+        reason or carried several choices (the caches keep one)."""
+        if self.finish_reason is None or len(self._choices) != 1:
             return None
-        return Answer(kind=self.kind, model=self.model, content=self.text,
-                      finish_reason=self.finish_reason, tool_calls=self.tool_calls(),
-                      usage=self.usage or Usage())
+        (choice,) = self._choices.values()
+        return Answer(kind=self.kind, model=self.model, content="".join(choice.parts),
+                      finish_reason=choice.finish_reason or "stop",
+                      tool_calls=choice.tool_calls(), usage=self.usage or Usage())
 
     def response(self) -> ChatCompletion | Completion:
         """The non-streaming response object for the client."""
         ids: dict[str, Any] = {"model": self.model, "usage": self.usage or Usage()}
         if self.id is not None:
             ids.update(id=self.id, created=self.created)
-        reason = self.finish_reason or "stop"
+        choices = sorted(self._choices.items()) or [(0, _Choice())]
         if self.kind == "chat":
-            message = AssistantMessage(content=self.text, tool_calls=self.tool_calls())
-            return ChatCompletion(choices=[ChatChoice(message=message, finish_reason=reason)],
-                                  **ids)
-        return Completion(choices=[CompletionChoice(text=self.text, finish_reason=reason)], **ids)
+            return ChatCompletion(choices=[
+                ChatChoice(index=i, message=AssistantMessage(content="".join(c.parts),
+                                                             tool_calls=c.tool_calls()),
+                           finish_reason=c.finish_reason or "stop") for i, c in choices], **ids)
+        return Completion(choices=[CompletionChoice(index=i, text="".join(c.parts),
+                                                    finish_reason=c.finish_reason or "stop")
+                                   for i, c in choices], **ids)
 
 
 def as_chunk(answer: ChatCompletion) -> ChatCompletionChunk:
     """A whole `chat.completion` as the one chunk that `Assembler` folds back into it."""
     choices = []
-    for choice in answer.choices[:1]:  # `n` is always 1
+    for choice in answer.choices:
         message = choice.message
         calls = [{"index": i, "id": t.id, "type": "function",
                   "function": {"name": t.function.name, "arguments": t.function.arguments}}
                  for i, t in enumerate(message.tool_calls or ())]
         delta = DeltaMessage(role="assistant", content=message.content, tool_calls=calls or None)
-        choices.append(ChunkChoice(delta=delta, finish_reason=choice.finish_reason))
+        choices.append(ChunkChoice(index=choice.index, delta=delta,
+                                   finish_reason=choice.finish_reason))
     return ChatCompletionChunk(id=answer.id, created=answer.created, model=answer.model,
                                choices=choices, usage=answer.usage,
                                system_fingerprint=answer.system_fingerprint)

@@ -103,7 +103,7 @@ class Pipeline:
         outcome, usage = "error", None
         try:
             answer = await self._ask_whole(ctx)
-            if not answer.choices or answer.choices[0].finish_reason is None:
+            if not answer.choices or any(c.finish_reason is None for c in answer.choices):
                 raise unfinished(ctx)
             if answer.model != ctx.body.model or answer.usage is None:
                 ctx.upstream_body = None  # relabelled below: the bytes no longer match

@@ -119,7 +119,8 @@ class TransformStage:
                 verbatim = _with_messages(request, messages)
             messages = compressed
         rewritten = request if messages is original else _with_messages(request, messages)
-        if route.decompose.enabled and not (request.tools or request.response_format):
+        if route.decompose.enabled and request.n == 1 and not (request.tools
+                                                                or request.response_format):
             plan = dec.split_turn(dec.last_user_text(messages), route.decompose.max_parts)
             if plan is not None:
                 async for chunk in self._decomposed(ctx, rewritten, messages, plan, forward):

@@ -1,7 +1,8 @@
 """The bundled engine in the gateway's own process: no HTTP hop, no serialisation.
 
 Requests are turned into prompts and sampling parameters, and engine deltas into OpenAI
-chunks, by `engine.openai_adapter` (the same functions the engine's own server uses).
+chunks, by `engine.openai_adapter` (the same functions the engine's own server uses); a
+request for `n` choices runs as `n` engine requests (`engine.choices`).
 Closing the chunk iterator closes the engine's delta stream, which aborts the request and
 frees its KV blocks.
 """
@@ -14,6 +15,7 @@ from contextlib import aclosing
 from typing import Any
 
 from engine import openai_adapter
+from engine.choices import IndexedDelta, generate_choices
 from engine.errors import InvalidRequest
 from engine.protocol import (
     APIError,
@@ -63,18 +65,22 @@ class EngineUpstream(Upstream):
             await deltas.aclose()
 
     async def _deltas(self, inp: openai_adapter.EngineInput,
-                      ctx: RequestContext) -> AsyncIterator[Any]:
+                      ctx: RequestContext) -> AsyncIterator[IndexedDelta]:
         request_id = f"{ctx.request_id}-{next(self._seq)}"  # sub-requests share a ctx
+
+        def start(params: Any, engine_request_id: str) -> AsyncIterator[Any]:
+            return self.engine.generate(inp.prompt_ids, params, request_id=engine_request_id,
+                                        session_id=ctx.session_id)
+
         try:
-            stream = self.engine.generate(inp.prompt_ids, inp.params, request_id=request_id,
-                                          session_id=ctx.session_id)
+            stream = generate_choices(start, inp.params, inp.n, request_id)
             async with aclosing(stream):
-                async for delta in stream:
+                async for index, delta in stream:
                     if delta.finish_reason == "abort":
                         reason = getattr(delta, "error", None) or "aborted"
                         raise self.error(502, f"the engine failed the request: {reason}",
                                          code="engine_aborted")
-                    yield delta
+                    yield index, delta
         except InvalidRequest as e:
             raise APIError(400, e.message, param=e.param) from None
 

@@ -1,5 +1,9 @@
 """Any litellm provider string (OpenAI, Anthropic, Azure, Bedrock, ...) through
-`litellm.acompletion` / `litellm.atext_completion`, always streaming.
+`litellm.acompletion` / `litellm.atext_completion`, streaming, except for several choices.
+
+litellm's stream wrapper keeps one finish reason per stream (and folds text completions'
+choices into index 0), so a request for `n > 1` choices is asked unstreamed and its whole
+answer handed on as one chunk.
 
 litellm is imported on first use: it takes seconds to import and most configs never need it.
 Its exceptions subclass the `openai` SDK's, which is how they are mapped to 4xx/502/503/504.
@@ -37,10 +41,12 @@ class LiteLLMUpstream(Upstream):
                 ctx: RequestContext) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": self.config.model,
-            "stream": True,
-            "stream_options": {"include_usage": True},
             "drop_params": True,  # providers differ in what they accept
         }
+        if request.n > 1:  # the default left out: some providers reject the field
+            kwargs["n"] = request.n
+        else:
+            kwargs.update(stream=True, stream_options={"include_usage": True})
         for field in _PASSED:
             value = getattr(request, field, None)
             if value is not None:
@@ -66,6 +72,9 @@ class LiteLLMUpstream(Upstream):
         messages = [m.model_dump(exclude_none=True) for m in request.messages]
         stream = await self._call(litellm.acompletion(messages=messages,
                                                       **self._kwargs(request, ctx)))
+        if request.n > 1:
+            yield _chat_chunk(_whole_as_delta(stream.model_dump()), request.model)
+            return
         try:
             async for raw in self._guard(stream):
                 yield _chat_chunk(raw.model_dump(), request.model)
@@ -79,6 +88,9 @@ class LiteLLMUpstream(Upstream):
 
         stream = await self._call(litellm.atext_completion(prompt=request.prompt,
                                                            **self._kwargs(request, ctx)))
+        if request.n > 1:
+            yield _completion_chunk(stream.model_dump(), request.model)
+            return
         try:
             async for raw in self._guard(stream):
                 data = raw.model_dump() if hasattr(raw, "model_dump") else dict(raw)
@@ -128,6 +140,13 @@ def _usage(raw: Any) -> Usage | None:
     details = raw.get("prompt_tokens_details") or {}
     return Usage.of(raw.get("prompt_tokens") or 0, raw.get("completion_tokens") or 0,
                     details.get("cached_tokens") or 0)
+
+
+def _whole_as_delta(data: dict[str, Any]) -> dict[str, Any]:
+    """A whole chat answer as the data of the one chunk that carries all of it."""
+    for choice in data.get("choices") or []:
+        choice["delta"] = choice.pop("message", None) or {}
+    return data
 
 
 def _chat_chunk(data: dict[str, Any], model: str) -> ChatCompletionChunk:

@@ -33,13 +33,34 @@ def chat(**fields) -> ChatCompletionRequest:
     return ChatCompletionRequest(model=MODEL, **fields)
 
 
-async def deltas(texts: list[str], finish: str | None = "stop", prompt: int = 10,
-                 cached: int = 4, error: str | None = None):
+def delta_list(texts: list[str], finish: str | None = "stop", prompt: int = 10,
+               cached: int = 4, error: str | None = None, index: int = 0):
+    """One choice's deltas, tagged with its index as `engine.choices` hands them on."""
+    out = []
     for i, text in enumerate(texts):
         last = i == len(texts) - 1
-        yield GenerationDelta(request_id="r1", text=text, token_ids=[i], prompt_tokens=prompt,
-                              finish_reason=finish if last else None, cached_tokens=cached,
-                              completion_tokens=i + 1, error=error if last else None)
+        out.append((index, GenerationDelta(
+            request_id=f"r1-{index}", text=text, token_ids=[i], prompt_tokens=prompt,
+            finish_reason=finish if last else None, cached_tokens=cached,
+            completion_tokens=i + 1, error=error if last else None)))
+    return out
+
+
+async def indexed(items):
+    for item in items:
+        yield item
+
+
+def deltas(texts: list[str], **kwargs):
+    return indexed(delta_list(texts, **kwargs))
+
+
+def two_choices():
+    """Choice 0 ("Hi!", 2 tokens, cached 4) and choice 1 ("Yo", 1 token, cached 10),
+    their deltas interleaved as two engine requests produce them."""
+    first = delta_list(["Hi", "!"], index=0)
+    second = delta_list(["Yo"], index=1, cached=10, finish="length")
+    return indexed([first[0], second[0], first[1]])
 
 
 # ---------------------------------------------------------------- requests
@@ -180,3 +201,38 @@ async def test_collect_completion_prepends_the_echo():
     answer = await collect_completion(deltas([" there"]), model=MODEL, echo_text="Hi")
     assert answer.choices[0].text == "Hi there" and answer.choices[0].finish_reason == "stop"
     assert answer.usage.total_tokens == 11
+
+
+async def test_stream_chat_streams_each_choice_under_its_index():
+    chunks = [c async for c in stream_chat(two_choices(), model=MODEL, include_usage=True)]
+    assert [(c.choices[0].index, c.choices[0].delta.role, c.choices[0].delta.content,
+             c.choices[0].finish_reason) for c in chunks[:-1]] == [
+        (0, "assistant", "", None), (0, None, "Hi", None),
+        (1, "assistant", "", None), (1, None, "Yo", "length"),
+        (0, None, "!", "stop")]
+    usage = chunks[-1].usage
+    # the prompt counts once (the client sent it once); completions add up
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (10, 3, 13)
+    assert usage.prompt_tokens_details.cached_tokens == 4  # choice 0's
+
+
+async def test_collect_chat_and_completion_return_every_choice_in_index_order():
+    answer = await collect_chat(two_choices(), model=MODEL)
+    assert [(c.index, c.message.content, c.finish_reason) for c in answer.choices] == [
+        (0, "Hi!", "stop"), (1, "Yo", "length")]
+    assert answer.usage.completion_tokens == 3
+    text = await collect_completion(two_choices(), model=MODEL, echo_text="> ")
+    assert [(c.index, c.text) for c in text.choices] == [(0, "> Hi!"), (1, "> Yo")]
+
+
+async def test_stream_completion_echoes_the_prompt_once_per_choice():
+    chunks = [c async for c in stream_completion(two_choices(), model=MODEL, echo_text="> ")]
+    assert [(c.choices[0].index, c.choices[0].text) for c in chunks] == [
+        (0, "> Hi"), (1, "> Yo"), (0, "!")]
+
+
+async def test_collect_fails_when_any_choice_is_cut_off():
+    unfinished = indexed(delta_list(["a"], index=0) + delta_list(["b"], index=1, finish=None))
+    with pytest.raises(APIError) as info:
+        await collect_chat(unfinished, model=MODEL)
+    assert info.value.status == 500 and info.value.code == "engine_aborted"

@@ -200,7 +200,7 @@ def test_session_ids_from_header_and_body_reach_the_engine(client, engine):
     ({"max_tokens": 10**6}, openai.BadRequestError, "max_tokens", "context_length_exceeded"),
     ({"temperature": 5}, openai.BadRequestError, "temperature", "invalid_value"),
     ({"top_p": 0}, openai.BadRequestError, "top_p", "invalid_value"),
-    ({"n": 2}, openai.BadRequestError, "n", "invalid_value"),
+    ({"n": 129}, openai.BadRequestError, "n", "invalid_value"),
     ({"messages": [{"role": "robot", "content": "hi"}]}, openai.BadRequestError,
      "messages[0].role", "invalid_value"),
     ({"stop": [""]}, openai.BadRequestError, "stop", None),

@@ -140,6 +140,19 @@ def test_length_errors_and_aborts_are_not_stored(client, gw, engine_server):
     assert stats(gw)["routes"]["faq"]["stores"] == before
 
 
+def test_several_choices_bypass_the_cache(client, gw):
+    q = "Name a fruit that is red."
+    chat(client, q)  # stored: one choice
+    h, _ = chat(client, q)
+    assert h["x-cache"] == "exact"
+    before = stats(gw)["routes"]["faq"]
+    for _ in range(2):  # neither served from the cache nor stored in it
+        h, answer = chat(client, q, n=2)
+        assert h["x-cache"] == "bypass" and [c.index for c in answer.choices] == [0, 1]
+    after = stats(gw)["routes"]["faq"]
+    assert after["bypasses"] == before["bypasses"] + 2 and after["stores"] == before["stores"]
+
+
 def test_routes_without_caching_say_bypass(client):
     h, _ = chat(client, "What is two plus two?", model="plain")
     assert h["x-cache"] == "bypass"

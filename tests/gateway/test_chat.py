@@ -44,6 +44,30 @@ def test_streaming_with_usage(client, model):
     assert text
 
 
+@pytest.mark.parametrize("model", ["smollm2-135m-instruct", "remote"])
+def test_several_choices(client, model):
+    """`n` choices, each sampled on its own (seed + index): they differ from each other,
+    and the same request streamed brings the same choices back."""
+    ask = {"model": model, "messages": MSGS, "max_tokens": 8, "temperature": 1.0, "seed": 5, "n": 3}
+    r = client.chat.completions.create(**ask)
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    texts = [c.message.content for c in r.choices]
+    assert all(c.finish_reason in ("stop", "length") for c in r.choices)
+    assert len(set(texts)) > 1, texts
+    assert 3 <= r.usage.completion_tokens <= 24
+    one = client.chat.completions.create(**{**ask, "n": 1})
+    assert r.usage.prompt_tokens == one.usage.prompt_tokens  # the prompt counts once
+
+    chunks = list(client.chat.completions.create(**ask, stream=True,
+                                                 stream_options={"include_usage": True}))
+    streamed: dict[int, str] = {}
+    for chunk in chunks[:-1]:
+        (choice,) = chunk.choices
+        streamed[choice.index] = streamed.get(choice.index, "") + (choice.delta.content or "")
+    assert [streamed[i] for i in range(3)] == texts
+    assert chunks[-1].usage.completion_tokens == r.usage.completion_tokens
+
+
 def test_streaming_without_usage_has_no_usage_chunk(client):
     chunks = list(client.chat.completions.create(
         model="smollm2-135m-instruct", messages=MSGS, max_tokens=4, stream=True))

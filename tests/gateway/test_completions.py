@@ -32,3 +32,17 @@ def test_same_answer_streamed_or_not(client):
     streamed = "".join(c.choices[0].text for c in client.completions.create(stream=True, **kwargs)
                        if c.choices)
     assert whole == streamed
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m-instruct", "remote"])
+def test_several_completions_each_echo_the_prompt(client, model):
+    ask = dict(model=model, prompt="My favourite animal is", max_tokens=5, temperature=1.0,
+               seed=11, n=2, echo=True)
+    r = client.completions.create(**ask)
+    assert [c.index for c in r.choices] == [0, 1]
+    assert all(c.text.startswith("My favourite animal is") for c in r.choices)
+    streamed: dict[int, str] = {}
+    for chunk in client.completions.create(**ask, stream=True):
+        for choice in chunk.choices:
+            streamed[choice.index] = streamed.get(choice.index, "") + choice.text
+    assert [streamed[0], streamed[1]] == [c.text for c in r.choices]

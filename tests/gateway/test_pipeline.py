@@ -49,10 +49,11 @@ def test_timeout_falls_back(client, gateway):
     assert 'headstart_gateway_fallbacks_total{route="slow-fallback",upstream="local"}' in metrics
 
 
-def test_client_disconnect_frees_engine_blocks(gateway):
+@pytest.mark.parametrize("n", [1, 3])
+def test_client_disconnect_frees_engine_blocks(gateway, n):
     engine = gateway.app.state.engine
     body = {"model": "smollm2-135m-instruct", "messages": MSGS, "max_tokens": 400,
-            "ignore_eos": True, "stream": True}
+            "ignore_eos": True, "stream": True, "n": n}
     with httpx.stream("POST", gateway.base_url + "/v1/chat/completions", json=body,
                       timeout=60) as r:
         assert r.status_code == 200
@@ -62,7 +63,7 @@ def test_client_disconnect_frees_engine_blocks(gateway):
                 seen += 1
                 if seen == 3:
                     stats = engine.stats()
-                    assert stats.num_running == 1 and stats.kv_blocks_used > 0
+                    assert stats.num_running == n and stats.kv_blocks_used > 0
                     break
     # the connection is closed: the gateway must abort the engine's request
     assert wait_until(lambda: engine.stats().num_running == 0), engine.stats()
@@ -92,14 +93,15 @@ def test_mid_stream_error_becomes_an_error_frame(gateway):
         short.stop()
 
 
-def test_client_disconnect_aborts_remote_upstream(gateway, engine_server):
+@pytest.mark.parametrize("n", [1, 3])
+def test_client_disconnect_aborts_remote_upstream(gateway, engine_server, n):
     body = {"model": "remote", "messages": MSGS, "max_tokens": 400, "ignore_eos": True,
-            "stream": True}
+            "stream": True, "n": n}
     with httpx.stream("POST", gateway.base_url + "/v1/chat/completions", json=body,
                       timeout=60) as r:
         for line in r.iter_lines():  # leaving this loop closes the connection
             if line.startswith("data: {"):
-                assert engine_gauge(engine_server, "num_requests_running") == 1
+                assert engine_gauge(engine_server, "num_requests_running") == n
                 break
     assert wait_until(lambda: engine_gauge(engine_server, "num_requests_running") == 0)
     assert engine_gauge(engine_server, "kv_blocks_used") == 0

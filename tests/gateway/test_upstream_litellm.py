@@ -28,3 +28,21 @@ def test_completion_through_litellm(client):
     r = client.completions.create(model="litellm", prompt="The sky is", max_tokens=4,
                                   temperature=0)
     assert r.choices[0].text
+
+
+def test_several_choices_through_litellm(client):
+    chunks = list(client.chat.completions.create(
+        model="litellm", messages=[{"role": "user", "content": "Name a bird."}],
+        max_tokens=4, temperature=1.0, seed=2, n=2, stream=True,
+        stream_options={"include_usage": True}))
+    assert {choice.index for c in chunks for choice in c.choices} == {0, 1}
+    finished = [choice.index for c in chunks for choice in c.choices if choice.finish_reason]
+    assert sorted(finished) == [0, 1]
+    assert chunks[-1].usage.completion_tokens >= 2
+
+
+def test_several_completions_through_litellm(client):
+    r = client.completions.create(model="litellm", prompt="A bird:", max_tokens=3,
+                                  temperature=1.0, seed=2, n=2)
+    assert [c.index for c in r.choices] == [0, 1] and all(c.text for c in r.choices)
+    assert all(c.finish_reason in ("stop", "length") for c in r.choices)
