@@ -1,10 +1,11 @@
-"""The `n` choices of one OpenAI request: `n` engine requests for the same prompt, their
-deltas merged into one stream tagged with the choice's index.
+"""The choices of one OpenAI request: `n` engine requests per prompt (a legacy completion
+may send a batch of prompts), their deltas merged into one stream tagged with the choice's
+index, prompt `p`'s choices at `p * n` to `p * n + n - 1` (as OpenAI numbers them).
 
-The engine holds the shared prompt once: the choices' full prompt blocks hash alike, so the
+The engine holds a shared prompt once: the choices' full prompt blocks hash alike, so the
 block manager maps them to the same KV blocks (prefix caching), and only the answers take
-blocks of their own. With a `seed`, choice `i` samples with `seed + i`: the choices differ
-from each other yet come out the same on every run, as with one choice.
+blocks of their own. With a `seed`, a prompt's choice `k` samples with `seed + k`: the
+choices differ from each other yet come out the same on every run, as with one choice.
 """
 
 from __future__ import annotations
@@ -18,24 +19,31 @@ from engine.outputs import GenerationDelta
 from engine.sampling_params import SamplingParams
 
 IndexedDelta = tuple[int, GenerationDelta]
-Start = Callable[[SamplingParams, str], AsyncIterator[GenerationDelta]]
+Prompt = tuple[list[int], SamplingParams]  # token ids and how to sample from them
+Start = Callable[[list[int], SamplingParams, str], AsyncIterator[GenerationDelta]]
 
 
-def choice_requests(params: SamplingParams, n: int, request_id: str) -> list[tuple[SamplingParams,
-                                                                                  str]]:
-    """(sampling parameters, engine request id) for each of the `n` choices. A single choice
-    keeps the request's own id."""
-    if n == 1:
-        return [(params, request_id)]
-    return [(params if params.seed is None else replace(params, seed=params.seed + i),
-             f"{request_id}-{i}") for i in range(n)]
+def choice_requests(prompts: list[Prompt], n: int,
+                    request_id: str) -> list[tuple[list[int], SamplingParams, str]]:
+    """(prompt ids, sampling parameters, engine request id) for each choice, by index. A
+    single choice keeps the request's own id."""
+    if len(prompts) == 1 and n == 1:
+        ids, params = prompts[0]
+        return [(ids, params, request_id)]
+    out = []
+    for index in range(len(prompts) * n):
+        ids, params = prompts[index // n]
+        if params.seed is not None:
+            params = replace(params, seed=params.seed + index % n)
+        out.append((ids, params, f"{request_id}-{index}"))
+    return out
 
 
-def generate_choices(start: Start, params: SamplingParams, n: int,
+def generate_choices(start: Start, prompts: list[Prompt], n: int,
                      request_id: str) -> AsyncIterator[IndexedDelta]:
-    """The deltas of all `n` choices as they come; `start(params, request_id)` submits one
+    """The deltas of every choice as they come; `start(ids, params, request_id)` submits one
     engine request. Closing the stream aborts every choice still running."""
-    return merge([start(p, rid) for p, rid in choice_requests(params, n, request_id)])
+    return merge([start(*request) for request in choice_requests(prompts, n, request_id)])
 
 
 async def merge(streams: list[AsyncIterator[GenerationDelta]]) -> AsyncIterator[IndexedDelta]:

@@ -9,7 +9,7 @@ request for `n` choices runs as `n` engine requests.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,13 +39,28 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class EngineInput:
-    """What `AsyncEngine.generate` needs for one OpenAI request."""
+class EnginePrompt:
+    """One prompt for `AsyncEngine.generate`, with its sampling parameters."""
 
-    prompt_ids: list[int]
+    ids: list[int]
     params: SamplingParams
     echo_text: str = ""  # legacy completions with `echo`: the prompt, sent before the answer
-    n: int = 1  # choices: one engine request each (`engine.choices`)
+
+
+@dataclass
+class EngineInput:
+    """What the engine needs for one OpenAI request: its prompt (a legacy completion may
+    send a batch) and `n`, the choices per prompt, each one engine request (`engine.choices`)."""
+
+    prompts: list[EnginePrompt]
+    n: int = 1
+
+    def requests(self) -> list[tuple[list[int], SamplingParams]]:
+        return [(p.ids, p.params) for p in self.prompts]
+
+    def echoes(self) -> list[str]:
+        """The echoed prompt of each choice, by index ("" without `echo`)."""
+        return [p.echo_text for p in self.prompts for _ in range(self.n)]
 
 
 # ---------------------------------------------------------------- requests
@@ -114,28 +129,36 @@ def chat_input(request: ChatCompletionRequest, tokenizer: Tokenizer,
         raise APIError(400, "logprobs are not supported", param="logprobs")
     ids = tokenizer.encode(chat_prompt(request, tokenizer), add_special_tokens=False)
     _check_prompt_len(len(ids), max_model_len, "messages")
-    return EngineInput(ids, sampling_params(request, len(ids), max_model_len), n=request.n)
+    prompt = EnginePrompt(ids, sampling_params(request, len(ids), max_model_len))
+    return EngineInput([prompt], request.n)
 
 
 def completion_input(request: CompletionRequest, tokenizer: Tokenizer,
                      max_model_len: int) -> EngineInput:
-    """Engine input for a legacy completion (prompt text or token ids)."""
+    """Engine input for a legacy completion (prompt text or token ids, or a batch of either)."""
     if request.suffix:
         raise APIError(400, "suffix is not supported", param="suffix")
-    if isinstance(request.prompt, str):
-        ids = tokenizer.encode(request.prompt, add_special_tokens=True)
+    prompts = request.prompts()
+    return EngineInput([_completion_prompt(request, prompt, tokenizer, max_model_len,
+                                           "prompt" if len(prompts) == 1 else f"prompt[{i}]")
+                        for i, prompt in enumerate(prompts)], request.n)
+
+
+def _completion_prompt(request: CompletionRequest, prompt: str | list[int],
+                       tokenizer: Tokenizer, max_model_len: int, param: str) -> EnginePrompt:
+    if isinstance(prompt, str):
+        ids = tokenizer.encode(prompt, add_special_tokens=True)
     else:
-        ids = list(request.prompt)
+        ids = list(prompt)
         if any(not 0 <= i < tokenizer.vocab_size for i in ids):
-            raise APIError(400, f"token ids must be in [0, {tokenizer.vocab_size})",
-                           param="prompt")
+            raise APIError(400, f"token ids must be in [0, {tokenizer.vocab_size})", param=param)
     if not ids:
-        raise APIError(400, "prompt must not be empty", param="prompt")
-    _check_prompt_len(len(ids), max_model_len, "prompt")
+        raise APIError(400, "prompt must not be empty", param=param)
+    _check_prompt_len(len(ids), max_model_len, param)
     echo = ""
     if request.echo:
-        echo = request.prompt if isinstance(request.prompt, str) else tokenizer.decode(ids)
-    return EngineInput(ids, sampling_params(request, len(ids), max_model_len), echo, request.n)
+        echo = prompt if isinstance(prompt, str) else tokenizer.decode(ids)
+    return EnginePrompt(ids, sampling_params(request, len(ids), max_model_len), echo)
 
 
 def _check_prompt_len(n: int, max_model_len: int, param: str) -> None:
@@ -164,15 +187,17 @@ def aborted(delta: GenerationDelta | None) -> APIError:
     return APIError(500, f"the engine aborted the request: {reason}", code="engine_aborted")
 
 
-def usage_of(lasts: dict[int, GenerationDelta]) -> Usage:
-    """Usage from each choice's latest delta (their counters are cumulative): the prompt
-    counted once, as the client sent it once, and the completions of all choices."""
-    first = lasts[min(lasts)]
-    completion = sum(delta.completion_tokens for delta in lasts.values())
-    return Usage.of(first.prompt_tokens, completion, first.cached_tokens)
+def usage_of(lasts: dict[int, GenerationDelta], n: int) -> Usage:
+    """Usage from each choice's latest delta (their counters are cumulative): each prompt
+    counted once, as the client sent it once (by its first choice of `n`), and the
+    completions of all choices."""
+    firsts = [delta for index, delta in lasts.items() if index % n == 0]
+    return Usage.of(sum(d.prompt_tokens for d in firsts),
+                    sum(d.completion_tokens for d in lasts.values()),
+                    sum(d.cached_tokens for d in firsts))
 
 
-async def stream_chat(deltas: AsyncIterator[IndexedDelta], *, model: str,
+async def stream_chat(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int,
                       include_usage: bool = False,
                       completion_id: str | None = None) -> AsyncIterator[ChatCompletionChunk]:
     """chat.completion.chunk objects, one choice each: per choice the role first, then text,
@@ -195,24 +220,24 @@ async def stream_chat(deltas: AsyncIterator[IndexedDelta], *, model: str,
             yield chunk(index, DeltaMessage(content=delta.text or None), delta.finish_reason)
     if include_usage and lasts:
         yield ChatCompletionChunk(id=cid, created=created, model=model, choices=[],
-                                  usage=usage_of(lasts))
+                                  usage=usage_of(lasts, n))
 
 
-async def collect_chat(deltas: AsyncIterator[IndexedDelta], *, model: str,
+async def collect_chat(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int,
                        completion_id: str | None = None) -> ChatCompletion:
     """One non-streamed chat.completion from the whole stream of deltas."""
     texts, lasts = await _collect(deltas)
     choices = [ChatChoice(index=i, message=AssistantMessage(content=texts[i]),
                           finish_reason=lasts[i].finish_reason) for i in sorted(lasts)]
     return ChatCompletion(id=completion_id or new_id("chatcmpl"), model=model, choices=choices,
-                          usage=usage_of(lasts))
+                          usage=usage_of(lasts, n))
 
 
-async def stream_completion(deltas: AsyncIterator[IndexedDelta], *, model: str,
-                            include_usage: bool = False, echo_text: str = "",
+async def stream_completion(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int,
+                            include_usage: bool = False, echoes: Sequence[str] = (),
                             completion_id: str | None = None) -> AsyncIterator[Completion]:
-    """text_completion chunks, one choice each (a choice's echoed prompt first, if any);
-    usage last when asked."""
+    """text_completion chunks, one choice each (a choice's echoed prompt first: `echoes`
+    by index); usage last when asked."""
     cid, created = completion_id or new_id("cmpl"), now()
 
     def chunk(index: int, text: str, finish: str | None = None) -> Completion:
@@ -223,23 +248,24 @@ async def stream_completion(deltas: AsyncIterator[IndexedDelta], *, model: str,
     async for index, delta in deltas:
         if delta.finish_reason == "abort":
             raise aborted(delta)
-        text = delta.text if index in lasts else echo_text + delta.text
+        text = delta.text if index in lasts or not echoes else echoes[index] + delta.text
         lasts[index] = delta
         if text or delta.finish_reason:
             yield chunk(index, text, delta.finish_reason)
     if include_usage and lasts:
-        yield Completion(id=cid, created=created, model=model, choices=[], usage=usage_of(lasts))
+        yield Completion(id=cid, created=created, model=model, choices=[],
+                         usage=usage_of(lasts, n))
 
 
-async def collect_completion(deltas: AsyncIterator[IndexedDelta], *, model: str,
-                             echo_text: str = "",
+async def collect_completion(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int,
+                             echoes: Sequence[str] = (),
                              completion_id: str | None = None) -> Completion:
     """One non-streamed text_completion from the whole stream of deltas."""
     texts, lasts = await _collect(deltas)
-    choices = [CompletionChoice(index=i, text=echo_text + texts[i],
+    choices = [CompletionChoice(index=i, text=(echoes[i] if echoes else "") + texts[i],
                                 finish_reason=lasts[i].finish_reason) for i in sorted(lasts)]
     return Completion(id=completion_id or new_id("cmpl"), model=model, choices=choices,
-                      usage=usage_of(lasts))
+                      usage=usage_of(lasts, n))
 
 
 async def _collect(deltas: AsyncIterator[IndexedDelta]

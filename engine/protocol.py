@@ -100,6 +100,10 @@ class SamplingFields(BaseModel):
     def wants_usage_chunk(self) -> bool:
         return bool(self.stream and self.stream_options and self.stream_options.include_usage)
 
+    def choice_count(self) -> int:
+        """How many choices the answer has."""
+        return self.n
+
 
 class ChatCompletionRequest(SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
@@ -114,12 +118,23 @@ class ChatCompletionRequest(SamplingFields):
 
 
 class CompletionRequest(SamplingFields):
-    prompt: str | list[int] = Field(...)
+    # one prompt (text or token ids) or a batch of them, answered as choices in order
+    prompt: str | list[int] | list[str] | list[list[int]] = Field(...)
     echo: bool = False
     suffix: str | None = None
 
     def effective_max_tokens(self) -> int | None:
         return self.max_tokens
+
+    def prompts(self) -> list[str | list[int]]:
+        """The prompts, one or a batch: prompt `p`'s choices are `p * n` to `p * n + n - 1`."""
+        prompt = self.prompt
+        if isinstance(prompt, str) or not prompt or isinstance(prompt[0], int):
+            return [prompt]  # type: ignore[list-item]
+        return list(prompt)  # type: ignore[arg-type]
+
+    def choice_count(self) -> int:
+        return self.n * len(self.prompts())
 
 
 # ---------------------------------------------------------------- responses

@@ -102,11 +102,11 @@ async def chat_completions(request: Request) -> Response:
     deltas = await _start(request, body, chat_input(body, engine.tokenizer, engine.max_model_len),
                           cid, "chat")
     if body.stream:
-        chunks = stream_chat(deltas, model=body.model, include_usage=body.wants_usage_chunk(),
-                             completion_id=cid)
+        chunks = stream_chat(deltas, model=body.model, n=body.n,
+                             include_usage=body.wants_usage_chunk(), completion_id=cid)
         return _sse(chunks, cid)
     answer = await _until_disconnected(request, collect_chat(deltas, model=body.model,
-                                                             completion_id=cid))
+                                                             n=body.n, completion_id=cid))
     return JSONResponse(answer.model_dump(), headers={"x-request-id": cid})
 
 
@@ -119,11 +119,11 @@ async def completions(request: Request) -> Response:
     prepared = completion_input(body, engine.tokenizer, engine.max_model_len)
     deltas = await _start(request, body, prepared, cid, "completion")
     if body.stream:
-        chunks = stream_completion(deltas, model=body.model, echo_text=prepared.echo_text,
+        chunks = stream_completion(deltas, model=body.model, n=body.n, echoes=prepared.echoes(),
                                    include_usage=body.wants_usage_chunk(), completion_id=cid)
         return _sse(chunks, cid)
     answer = await _until_disconnected(request, collect_completion(
-        deltas, model=body.model, echo_text=prepared.echo_text, completion_id=cid))
+        deltas, model=body.model, n=body.n, echoes=prepared.echoes(), completion_id=cid))
     return JSONResponse(answer.model_dump(), headers={"x-request-id": cid})
 
 
@@ -144,12 +144,12 @@ async def _start(request: Request, body: SamplingFields, prepared: EngineInput, 
     session_id = body.session_id or request.headers.get("x-session-id") or None
     engine, metrics = request.app.state.engine, request.app.state.metrics
 
-    def start(params: SamplingParams, engine_request_id: str) -> AsyncIterator[GenerationDelta]:
-        return metrics.observe(engine.generate(prepared.prompt_ids, params,
-                                               request_id=engine_request_id,
+    def start(ids: list[int], params: SamplingParams,
+              engine_request_id: str) -> AsyncIterator[GenerationDelta]:
+        return metrics.observe(engine.generate(ids, params, request_id=engine_request_id,
                                                session_id=session_id), endpoint)
 
-    deltas = generate_choices(start, prepared.params, prepared.n, request_id)
+    deltas = generate_choices(start, prepared.requests(), prepared.n, request_id)
     try:
         first = await _until_disconnected(request, anext(deltas))
     except InvalidRequest as exc:

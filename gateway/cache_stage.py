@@ -80,7 +80,7 @@ class CacheStage:
         if self.cache is None or not settings.enabled:
             ctx.cache_status = "bypass"
             return None
-        if ctx.cache_control.no_cache or ctx.body.n > 1:  # the caches keep one choice
+        if ctx.cache_control.no_cache or ctx.body.choice_count() > 1:  # the caches keep one choice
             ctx.cache_status = "bypass"
             self.cache.stats.record(settings.route, "bypasses")
             return None

@@ -41,7 +41,8 @@ class EngineUpstream(Upstream):
         inp = openai_adapter.chat_input(request, self.engine.tokenizer, self.engine.max_model_len)
         deltas = self._deltas(inp, ctx)
         try:
-            chunks = openai_adapter.stream_chat(deltas, model=request.model, include_usage=True)
+            chunks = openai_adapter.stream_chat(deltas, model=request.model, n=request.n,
+                                                include_usage=True)
             async with aclosing(chunks):
                 async for chunk in chunks:
                     yield chunk
@@ -55,9 +56,8 @@ class EngineUpstream(Upstream):
                                               self.engine.max_model_len)
         deltas = self._deltas(inp, ctx)
         try:
-            chunks = openai_adapter.stream_completion(deltas, model=request.model,
-                                                      include_usage=True,
-                                                      echo_text=inp.echo_text)
+            chunks = openai_adapter.stream_completion(deltas, model=request.model, n=request.n,
+                                                      include_usage=True, echoes=inp.echoes())
             async with aclosing(chunks):
                 async for chunk in chunks:
                     yield chunk
@@ -68,12 +68,12 @@ class EngineUpstream(Upstream):
                       ctx: RequestContext) -> AsyncIterator[IndexedDelta]:
         request_id = f"{ctx.request_id}-{next(self._seq)}"  # sub-requests share a ctx
 
-        def start(params: Any, engine_request_id: str) -> AsyncIterator[Any]:
-            return self.engine.generate(inp.prompt_ids, params, request_id=engine_request_id,
+        def start(ids: list[int], params: Any, engine_request_id: str) -> AsyncIterator[Any]:
+            return self.engine.generate(ids, params, request_id=engine_request_id,
                                         session_id=ctx.session_id)
 
         try:
-            stream = generate_choices(start, inp.params, inp.n, request_id)
+            stream = generate_choices(start, inp.requests(), inp.n, request_id)
             async with aclosing(stream):
                 async for index, delta in stream:
                     if delta.finish_reason == "abort":

@@ -2,8 +2,8 @@
 `litellm.acompletion` / `litellm.atext_completion`, streaming, except for several choices.
 
 litellm's stream wrapper keeps one finish reason per stream (and folds text completions'
-choices into index 0), so a request for `n > 1` choices is asked unstreamed and its whole
-answer handed on as one chunk.
+choices into index 0), so a request for several choices (`n > 1`, or a batch of prompts) is
+asked unstreamed and its whole answer handed on as one chunk.
 
 litellm is imported on first use: it takes seconds to import and most configs never need it.
 Its exceptions subclass the `openai` SDK's, which is how they are mapped to 4xx/502/503/504.
@@ -45,7 +45,7 @@ class LiteLLMUpstream(Upstream):
         }
         if request.n > 1:  # the default left out: some providers reject the field
             kwargs["n"] = request.n
-        else:
+        if request.choice_count() == 1:  # several choices are asked unstreamed (see above)
             kwargs.update(stream=True, stream_options={"include_usage": True})
         for field in _PASSED:
             value = getattr(request, field, None)
@@ -72,7 +72,7 @@ class LiteLLMUpstream(Upstream):
         messages = [m.model_dump(exclude_none=True) for m in request.messages]
         stream = await self._call(litellm.acompletion(messages=messages,
                                                       **self._kwargs(request, ctx)))
-        if request.n > 1:
+        if request.choice_count() > 1:
             yield _chat_chunk(_whole_as_delta(stream.model_dump()), request.model)
             return
         try:
@@ -88,7 +88,7 @@ class LiteLLMUpstream(Upstream):
 
         stream = await self._call(litellm.atext_completion(prompt=request.prompt,
                                                            **self._kwargs(request, ctx)))
-        if request.n > 1:
+        if request.choice_count() > 1:
             yield _completion_chunk(stream.model_dump(), request.model)
             return
         try:

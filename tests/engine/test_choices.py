@@ -37,15 +37,24 @@ class Script:
 
 def test_one_choice_keeps_the_request_and_its_id():
     params = SamplingParams(seed=7)
-    assert choice_requests(params, 1, "req") == [(params, "req")]
+    assert choice_requests([([1, 2], params)], 1, "req") == [([1, 2], params, "req")]
 
 
 def test_seeded_choices_get_consecutive_seeds_and_their_own_ids():
-    requests = choice_requests(SamplingParams(seed=7, temperature=0.8), 3, "req")
-    assert [(p.seed, p.temperature, rid) for p, rid in requests] == [
+    requests = choice_requests([([1], SamplingParams(seed=7, temperature=0.8))], 3, "req")
+    assert [(p.seed, p.temperature, rid) for _, p, rid in requests] == [
         (7, 0.8, "req-0"), (8, 0.8, "req-1"), (9, 0.8, "req-2")]
-    unseeded = choice_requests(SamplingParams(), 2, "req")
-    assert [p.seed for p, _ in unseeded] == [None, None]
+    unseeded = choice_requests([([1], SamplingParams())], 2, "req")
+    assert [p.seed for _, p, _ in unseeded] == [None, None]
+
+
+def test_a_batch_numbers_choices_prompt_by_prompt():
+    a, b = SamplingParams(seed=0, max_tokens=5), SamplingParams(seed=0, max_tokens=9)
+    requests = choice_requests([([1], a), ([2, 3], b)], 2, "req")
+    # prompt p's choices at p * n + k, choice k seeded seed + k: each prompt samples as alone
+    assert [(ids, p.max_tokens, p.seed, rid) for ids, p, rid in requests] == [
+        ([1], 5, 0, "req-0"), ([1], 5, 1, "req-1"), ([2, 3], 9, 0, "req-2"),
+        ([2, 3], 9, 1, "req-3")]
 
 
 async def test_merge_hands_on_deltas_in_the_order_they_arrive():
@@ -74,7 +83,7 @@ async def test_closing_the_merge_closes_every_stream_still_running():
 async def test_a_refused_choice_fails_the_merge_and_closes_the_others():
     survivor = Script(["x"])
 
-    def start(params: SamplingParams, request_id: str):
+    def start(ids: list[int], params: SamplingParams, request_id: str):
         if request_id.endswith("-1"):
             async def refused():
                 raise InvalidRequest("too long", "max_tokens")
@@ -82,7 +91,7 @@ async def test_a_refused_choice_fails_the_merge_and_closes_the_others():
             return refused()
         return survivor.stream()
 
-    merged = generate_choices(start, SamplingParams(), 2, "req")
+    merged = generate_choices(start, [([1], SamplingParams())], 2, "req")
     with pytest.raises(InvalidRequest):
         await anext(merged)
     assert survivor.closed

@@ -76,14 +76,14 @@ def test_message_dict_maps_developer_to_system_and_joins_text_parts():
 
 
 def test_chat_input_renders_the_template_and_defaults_max_tokens_to_the_room_left(tokenizer):
-    prepared = chat_input(chat(), tokenizer, CTX)
+    (prepared,) = chat_input(chat(), tokenizer, CTX).prompts
     text = tokenizer.apply_chat_template(
         [{"role": "user", "content": "What is the capital of France?"}])
-    assert prepared.prompt_ids == tokenizer.encode(text)
-    assert tokenizer.decode(prepared.prompt_ids, skip_special_tokens=False).endswith(
+    assert prepared.ids == tokenizer.encode(text)
+    assert tokenizer.decode(prepared.ids, skip_special_tokens=False).endswith(
         "<|im_start|>assistant\n")
     p = prepared.params
-    assert p.max_tokens == CTX - len(prepared.prompt_ids)
+    assert p.max_tokens == CTX - len(prepared.ids)
     assert (p.temperature, p.top_p, p.top_k, p.stop) == (1.0, 1.0, -1, [])
 
 
@@ -91,7 +91,7 @@ def test_chat_input_carries_every_sampling_field(tokenizer):
     request = chat(max_completion_tokens=7, temperature=0.0, top_p=0.5, top_k=20, seed=3,
                    stop="\n", presence_penalty=0.5, frequency_penalty=-0.5,
                    stop_token_ids=[2], ignore_eos=True)
-    p = chat_input(request, tokenizer, CTX).params
+    p = chat_input(request, tokenizer, CTX).prompts[0].params
     assert (p.max_tokens, p.temperature, p.top_p, p.top_k, p.seed) == (7, 0.0, 0.5, 20, 3)
     assert (p.stop, p.stop_token_ids, p.ignore_eos) == (["\n"], [2], True)
     assert (p.presence_penalty, p.frequency_penalty) == (0.5, -0.5)
@@ -102,7 +102,7 @@ def test_chat_input_passes_tools_to_the_template(tokenizer):
     messages = [{"role": "user", "content": "Weather in Paris?"}]
     prepared = chat_input(chat(messages=messages, tools=tools), tokenizer, CTX)
     expected = tokenizer.apply_chat_template(messages, tools=tools)
-    assert prepared.prompt_ids == tokenizer.encode(expected)
+    assert prepared.prompts[0].ids == tokenizer.encode(expected)
 
 
 @pytest.mark.parametrize(("fields", "param", "code"), [
@@ -121,14 +121,32 @@ def test_chat_input_rejects_bad_requests_with_400_naming_the_field(tokenizer, fi
 
 
 def test_completion_input_from_text_ids_and_echo(tokenizer):
-    prepared = completion_input(CompletionRequest(model=MODEL, prompt="Once upon a time",
-                                                  echo=True, max_tokens=5), tokenizer, CTX)
-    assert prepared.prompt_ids == tokenizer.encode("Once upon a time")
+    (prepared,) = completion_input(CompletionRequest(model=MODEL, prompt="Once upon a time",
+                                                     echo=True, max_tokens=5),
+                                   tokenizer, CTX).prompts
+    assert prepared.ids == tokenizer.encode("Once upon a time")
     assert prepared.echo_text == "Once upon a time" and prepared.params.max_tokens == 5
     ids = tokenizer.encode("Hello world")
-    by_ids = completion_input(CompletionRequest(model=MODEL, prompt=ids, echo=True), tokenizer,
-                              CTX)
-    assert by_ids.prompt_ids == ids and by_ids.echo_text == "Hello world"
+    (by_ids,) = completion_input(CompletionRequest(model=MODEL, prompt=ids, echo=True),
+                                 tokenizer, CTX).prompts
+    assert by_ids.ids == ids and by_ids.echo_text == "Hello world"
+
+
+def test_completion_input_takes_a_batch_of_prompts_each_with_its_own_room(tokenizer):
+    ids = tokenizer.encode("Hello world")
+    request = CompletionRequest(model=MODEL, prompt=["Once upon a time", "Hi"], n=2, echo=True)
+    prepared = completion_input(request, tokenizer, CTX)
+    assert [p.ids for p in prepared.prompts] == [tokenizer.encode("Once upon a time"),
+                                                 tokenizer.encode("Hi")]
+    assert [p.params.max_tokens for p in prepared.prompts] == [
+        CTX - len(p.ids) for p in prepared.prompts]
+    assert prepared.echoes() == ["Once upon a time"] * 2 + ["Hi"] * 2  # by choice index
+    by_ids = completion_input(CompletionRequest(model=MODEL, prompt=[ids, ids[:1]]),
+                              tokenizer, CTX)
+    assert [p.ids for p in by_ids.prompts] == [ids, ids[:1]]
+    with pytest.raises(APIError) as info:
+        completion_input(CompletionRequest(model=MODEL, prompt=["fine", ""]), tokenizer, CTX)
+    assert (info.value.status, info.value.param) == (400, "prompt[1]")
 
 
 @pytest.mark.parametrize(("prompt", "extra", "param"), [
@@ -147,7 +165,7 @@ def test_completion_input_rejects_bad_prompts(tokenizer, prompt, extra, param):
 
 
 async def test_stream_chat_sends_role_then_text_then_finish_then_usage():
-    chunks = [c async for c in stream_chat(deltas(["Hel", "", "lo"]), model=MODEL,
+    chunks = [c async for c in stream_chat(deltas(["Hel", "", "lo"]), model=MODEL, n=1,
                                            include_usage=True, completion_id="chatcmpl-x")]
     assert [c.choices[0].delta.role for c in chunks[:1]] == ["assistant"]
     assert [c.choices[0].delta.content for c in chunks[1:-1]] == ["Hel", "lo"]
@@ -161,13 +179,14 @@ async def test_stream_chat_sends_role_then_text_then_finish_then_usage():
 
 
 async def test_stream_chat_without_usage_ends_on_the_finish_chunk():
-    chunks = [c async for c in stream_chat(deltas(["a", "b"], finish="length"), model=MODEL)]
+    chunks = [c async for c in stream_chat(deltas(["a", "b"], finish="length"), model=MODEL,
+                                           n=1)]
     assert chunks[-1].choices[0].finish_reason == "length"
     assert all(c.usage is None for c in chunks)
 
 
 async def test_collect_chat_joins_the_text_and_reports_usage():
-    answer = await collect_chat(deltas(["The capital", " is Paris."]), model=MODEL)
+    answer = await collect_chat(deltas(["The capital", " is Paris."]), model=MODEL, n=1)
     assert answer.object == "chat.completion" and answer.id.startswith("chatcmpl-")
     assert answer.choices[0].message.content == "The capital is Paris."
     assert answer.choices[0].finish_reason == "stop"
@@ -176,35 +195,36 @@ async def test_collect_chat_joins_the_text_and_reports_usage():
 
 async def test_collect_chat_turns_an_engine_abort_into_an_error():
     with pytest.raises(APIError) as info:
-        await collect_chat(deltas(["x"], finish="abort", error="boom"), model=MODEL)
+        await collect_chat(deltas(["x"], finish="abort", error="boom"), model=MODEL, n=1)
     assert info.value.status == 500 and "boom" in info.value.message
 
 
 async def test_streams_raise_when_the_engine_fails_mid_answer():
     with pytest.raises(APIError) as info:
         [c async for c in stream_chat(deltas(["a", ""], finish="abort", error="oom"),
-                                      model=MODEL)]
+                                      model=MODEL, n=1)]
     assert info.value.status == 500 and info.value.code == "engine_aborted"
     with pytest.raises(APIError):
-        [c async for c in stream_completion(deltas(["a"], finish="abort"), model=MODEL)]
+        [c async for c in stream_completion(deltas(["a"], finish="abort"), model=MODEL, n=1)]
 
 
 async def test_stream_completion_sends_the_echo_first_and_usage_last():
-    chunks = [c async for c in stream_completion(deltas([" there", "!"]), model=MODEL,
-                                                 include_usage=True, echo_text="Hi")]
+    chunks = [c async for c in stream_completion(deltas([" there", "!"]), model=MODEL, n=1,
+                                                 include_usage=True, echoes=["Hi"])]
     assert [c.choices[0].text for c in chunks[:-1]] == ["Hi there", "!"]
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 2
     assert {c.object for c in chunks} == {"text_completion"}
 
 
 async def test_collect_completion_prepends_the_echo():
-    answer = await collect_completion(deltas([" there"]), model=MODEL, echo_text="Hi")
+    answer = await collect_completion(deltas([" there"]), model=MODEL, n=1, echoes=["Hi"])
     assert answer.choices[0].text == "Hi there" and answer.choices[0].finish_reason == "stop"
     assert answer.usage.total_tokens == 11
 
 
 async def test_stream_chat_streams_each_choice_under_its_index():
-    chunks = [c async for c in stream_chat(two_choices(), model=MODEL, include_usage=True)]
+    chunks = [c async for c in stream_chat(two_choices(), model=MODEL, n=2,
+                                           include_usage=True)]
     assert [(c.choices[0].index, c.choices[0].delta.role, c.choices[0].delta.content,
              c.choices[0].finish_reason) for c in chunks[:-1]] == [
         (0, "assistant", "", None), (0, None, "Hi", None),
@@ -217,16 +237,17 @@ async def test_stream_chat_streams_each_choice_under_its_index():
 
 
 async def test_collect_chat_and_completion_return_every_choice_in_index_order():
-    answer = await collect_chat(two_choices(), model=MODEL)
+    answer = await collect_chat(two_choices(), model=MODEL, n=2)
     assert [(c.index, c.message.content, c.finish_reason) for c in answer.choices] == [
         (0, "Hi!", "stop"), (1, "Yo", "length")]
     assert answer.usage.completion_tokens == 3
-    text = await collect_completion(two_choices(), model=MODEL, echo_text="> ")
+    text = await collect_completion(two_choices(), model=MODEL, n=2, echoes=["> ", "> "])
     assert [(c.index, c.text) for c in text.choices] == [(0, "> Hi!"), (1, "> Yo")]
 
 
 async def test_stream_completion_echoes_the_prompt_once_per_choice():
-    chunks = [c async for c in stream_completion(two_choices(), model=MODEL, echo_text="> ")]
+    chunks = [c async for c in stream_completion(two_choices(), model=MODEL, n=2,
+                                                 echoes=["> ", "> "])]
     assert [(c.choices[0].index, c.choices[0].text) for c in chunks] == [
         (0, "> Hi"), (1, "> Yo"), (0, "!")]
 
@@ -234,5 +255,17 @@ async def test_stream_completion_echoes_the_prompt_once_per_choice():
 async def test_collect_fails_when_any_choice_is_cut_off():
     unfinished = indexed(delta_list(["a"], index=0) + delta_list(["b"], index=1, finish=None))
     with pytest.raises(APIError) as info:
-        await collect_chat(unfinished, model=MODEL)
+        await collect_chat(unfinished, model=MODEL, n=2)
     assert info.value.status == 500 and info.value.code == "engine_aborted"
+
+
+async def test_a_batch_counts_each_prompt_once_and_echoes_its_own_prompt():
+    # two prompts (10 and 6 tokens), two choices each: indexes 0-1 and 2-3
+    batch = indexed(delta_list(["a"], index=0) + delta_list(["b"], index=1)
+                    + delta_list(["c"], index=2, prompt=6, cached=0)
+                    + delta_list(["d"], index=3, prompt=6, cached=0))
+    answer = await collect_completion(batch, model=MODEL, n=2,
+                                      echoes=["P0:", "P0:", "P1:", "P1:"])
+    assert [c.text for c in answer.choices] == ["P0:a", "P0:b", "P1:c", "P1:d"]
+    assert (answer.usage.prompt_tokens, answer.usage.completion_tokens) == (16, 4)
+    assert answer.usage.prompt_tokens_details.cached_tokens == 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import openai
 import pytest
 
 
@@ -46,3 +47,29 @@ def test_several_completions_each_echo_the_prompt(client, model):
         for choice in chunk.choices:
             streamed[choice.index] = streamed.get(choice.index, "") + choice.text
     assert [streamed[0], streamed[1]] == [c.text for c in r.choices]
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m-instruct", "remote"])
+def test_a_batch_of_prompts_answers_each_in_order(client, model):
+    prompts = ["The capital of France is", "Two plus two equals"]
+    r = client.completions.create(model=model, prompt=prompts, max_tokens=4, temperature=0,
+                                  echo=True)
+    assert [c.index for c in r.choices] == [0, 1]
+    assert [c.text[:len(p)] for c, p in zip(r.choices, prompts, strict=True)] == prompts
+    alone = [client.completions.create(model=model, prompt=p, max_tokens=4, temperature=0)
+             for p in prompts]
+    assert r.usage.prompt_tokens == sum(a.usage.prompt_tokens for a in alone)
+    streamed: dict[int, str] = {}
+    for chunk in client.completions.create(model=model, prompt=prompts, max_tokens=4,
+                                           temperature=0, n=2, stream=True):
+        for choice in chunk.choices:
+            streamed[choice.index] = streamed.get(choice.index, "") + choice.text
+    assert sorted(streamed) == [0, 1, 2, 3]  # prompt p's two choices at 2p and 2p + 1
+    assert streamed[0] == streamed[1] and streamed[2] == streamed[3]  # greedy
+
+
+def test_a_bad_prompt_in_a_batch_is_named(client):
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model="smollm2-135m-instruct", prompt=["fine", ""],
+                                  max_tokens=2)
+    assert info.value.body["param"] == "prompt[1]"

@@ -46,3 +46,9 @@ def test_several_completions_through_litellm(client):
                                   temperature=1.0, seed=2, n=2)
     assert [c.index for c in r.choices] == [0, 1] and all(c.text for c in r.choices)
     assert all(c.finish_reason in ("stop", "length") for c in r.choices)
+
+
+def test_a_batch_of_prompts_through_litellm(client):
+    chunks = list(client.completions.create(model="litellm", prompt=["A bird:", "A fish:"],
+                                            max_tokens=3, temperature=0, stream=True))
+    assert {choice.index for c in chunks for choice in c.choices} == {0, 1}
