@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from engine import logprobs
 from engine.block_manager import KVCacheManager
 from engine.config import EngineConfig
 from engine.detokenizer import IncrementalDetokenizer
@@ -121,8 +122,10 @@ class LLMEngine:
             self.cached_tokens_total += seq.num_cached_tokens
         checker: StopChecker = seq.stop_checker
         reason = None
+        scored = seq.sampled_logprobs
         if checker.is_stop_token(token):
             text, reason = checker.flush(), "stop"
+            scored = None  # not part of the answer, so not of its logprobs (as OpenAI)
         else:
             text, hit_stop = checker.feed_text(seq.detokenizer.add(token))
             if hit_stop:
@@ -131,7 +134,10 @@ class LLMEngine:
                 text, reason = text + checker.flush(), "length"
         if reason is not None:
             self._finish(seq, reason)
-        return self._delta(seq, text, [token], reason, first)
+        delta = self._delta(seq, text, [token], reason, first)
+        if scored is not None:
+            delta.logprobs = [logprobs.render(self.tokenizer, token, *scored)]
+        return delta
 
     def _fail(self, seq: Sequence, error: str) -> GenerationDelta:
         self._finish(seq, "abort")

@@ -49,7 +49,11 @@ class ModelRunner:
         if not sample_rows:
             return []
         logits = self.model.compute_logits(hidden[sample_rows])
-        return self.sampler(logits, [item.seq for item in scheduled if item.samples])
+        seqs = [item.seq for item in scheduled if item.samples]
+        tokens = self.sampler(logits, seqs)
+        if any(seq.params.logprobs is not None for seq in seqs):
+            self.sampler.record_logprobs(logits, tokens, seqs)
+        return tokens
 
     def prepare(self, scheduled: list[ScheduledSequence]
                 ) -> tuple[Tensor, Tensor, AttentionMetadata, list[int]]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.choices import IndexedDelta
+from engine.logprobs import chat_logprobs, completion_logprobs
 from engine.protocol import (
     APIError,
     AssistantMessage,
@@ -25,6 +26,7 @@ from engine.protocol import (
     ChunkChoice,
     Completion,
     CompletionChoice,
+    CompletionLogprobs,
     CompletionRequest,
     DeltaMessage,
     Usage,
@@ -34,7 +36,7 @@ from engine.protocol import (
 from engine.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
-    from engine.outputs import GenerationDelta
+    from engine.outputs import GenerationDelta, TokenLogprobs
     from engine.tokenizer import Tokenizer
 
 
@@ -114,6 +116,7 @@ def sampling_params(request: ChatCompletionRequest | CompletionRequest, prompt_l
         ignore_eos=bool(extra.get("ignore_eos", False)),
         presence_penalty=request.presence_penalty or 0.0,
         frequency_penalty=request.frequency_penalty or 0.0,
+        logprobs=request.logprobs_count(),
     )
     try:
         params.validate()
@@ -125,8 +128,8 @@ def sampling_params(request: ChatCompletionRequest | CompletionRequest, prompt_l
 def chat_input(request: ChatCompletionRequest, tokenizer: Tokenizer,
                max_model_len: int) -> EngineInput:
     """Engine input for a chat request; the prompt must leave room for one new token."""
-    if request.logprobs:
-        raise APIError(400, "logprobs are not supported", param="logprobs")
+    if request.top_logprobs is not None and not request.logprobs:
+        raise APIError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
     ids = tokenizer.encode(chat_prompt(request, tokenizer), add_special_tokens=False)
     _check_prompt_len(len(ids), max_model_len, "messages")
     prompt = EnginePrompt(ids, sampling_params(request, len(ids), max_model_len))
@@ -138,6 +141,8 @@ def completion_input(request: CompletionRequest, tokenizer: Tokenizer,
     """Engine input for a legacy completion (prompt text or token ids, or a batch of either)."""
     if request.suffix:
         raise APIError(400, "suffix is not supported", param="suffix")
+    if request.echo and request.logprobs is not None:
+        raise APIError(400, "logprobs of an echoed prompt are not supported", param="logprobs")
     prompts = request.prompts()
     return EngineInput([_completion_prompt(request, prompt, tokenizer, max_model_len,
                                            "prompt" if len(prompts) == 1 else f"prompt[{i}]")
@@ -205,19 +210,25 @@ async def stream_chat(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int
     (as OpenAI does). An engine failure mid-stream raises `aborted(...)`."""
     cid, created = completion_id or new_id("chatcmpl"), now()
 
-    def chunk(index: int, delta: DeltaMessage, finish: str | None = None) -> ChatCompletionChunk:
-        choice = ChunkChoice(index=index, delta=delta, finish_reason=finish)
+    def chunk(index: int, delta: DeltaMessage, finish: str | None = None,
+              logprobs: list[TokenLogprobs] | None = None) -> ChatCompletionChunk:
+        choice = ChunkChoice(index=index, delta=delta, finish_reason=finish,
+                             logprobs=chat_logprobs(logprobs) if logprobs else None)
         return ChatCompletionChunk(id=cid, created=created, model=model, choices=[choice])
 
     lasts: dict[int, GenerationDelta] = {}
+    pending: dict[int, list[TokenLogprobs]] = {}  # tokens whose text is held back so far
     async for index, delta in deltas:
         if delta.finish_reason == "abort":
             raise aborted(delta)
         if index not in lasts:
             yield chunk(index, DeltaMessage(role="assistant", content=""))
         lasts[index] = delta
+        if delta.logprobs:
+            pending.setdefault(index, []).extend(delta.logprobs)
         if delta.text or delta.finish_reason:
-            yield chunk(index, DeltaMessage(content=delta.text or None), delta.finish_reason)
+            yield chunk(index, DeltaMessage(content=delta.text or None), delta.finish_reason,
+                        pending.pop(index, None))
     if include_usage and lasts:
         yield ChatCompletionChunk(id=cid, created=created, model=model, choices=[],
                                   usage=usage_of(lasts, n))
@@ -226,9 +237,11 @@ async def stream_chat(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int
 async def collect_chat(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int,
                        completion_id: str | None = None) -> ChatCompletion:
     """One non-streamed chat.completion from the whole stream of deltas."""
-    texts, lasts = await _collect(deltas)
+    texts, lasts, logprobs = await _collect(deltas)
     choices = [ChatChoice(index=i, message=AssistantMessage(content=texts[i]),
-                          finish_reason=lasts[i].finish_reason) for i in sorted(lasts)]
+                          finish_reason=lasts[i].finish_reason,
+                          logprobs=chat_logprobs(logprobs[i]) if i in logprobs else None)
+               for i in sorted(lasts)]
     return ChatCompletion(id=completion_id or new_id("chatcmpl"), model=model, choices=choices,
                           usage=usage_of(lasts, n))
 
@@ -240,18 +253,31 @@ async def stream_completion(deltas: AsyncIterator[IndexedDelta], *, model: str, 
     by index); usage last when asked."""
     cid, created = completion_id or new_id("cmpl"), now()
 
-    def chunk(index: int, text: str, finish: str | None = None) -> Completion:
-        choice = CompletionChoice(index=index, text=text, finish_reason=finish)
+    def chunk(index: int, text: str, finish: str | None = None,
+              logprobs: CompletionLogprobs | None = None) -> Completion:
+        choice = CompletionChoice(index=index, text=text, finish_reason=finish,
+                                  logprobs=logprobs)
         return Completion(id=cid, created=created, model=model, choices=[choice])
 
     lasts: dict[int, GenerationDelta] = {}
+    pending: dict[int, list[TokenLogprobs]] = {}  # tokens whose text is held back so far
+    offsets: dict[int, int] = {}  # where each choice's next token starts in its text
     async for index, delta in deltas:
         if delta.finish_reason == "abort":
             raise aborted(delta)
         text = delta.text if index in lasts or not echoes else echoes[index] + delta.text
+        if index not in lasts:
+            offsets[index] = len(echoes[index]) if echoes else 0
         lasts[index] = delta
+        if delta.logprobs:
+            pending.setdefault(index, []).extend(delta.logprobs)
         if text or delta.finish_reason:
-            yield chunk(index, text, delta.finish_reason)
+            tokens = pending.pop(index, None)
+            logprobs = None
+            if tokens:
+                logprobs = completion_logprobs(tokens, offsets[index])
+                offsets[index] += sum(len(t.token) for t in tokens)
+            yield chunk(index, text, delta.finish_reason, logprobs)
     if include_usage and lasts:
         yield Completion(id=cid, created=created, model=model, choices=[],
                          usage=usage_of(lasts, n))
@@ -261,24 +287,32 @@ async def collect_completion(deltas: AsyncIterator[IndexedDelta], *, model: str,
                              echoes: Sequence[str] = (),
                              completion_id: str | None = None) -> Completion:
     """One non-streamed text_completion from the whole stream of deltas."""
-    texts, lasts = await _collect(deltas)
-    choices = [CompletionChoice(index=i, text=(echoes[i] if echoes else "") + texts[i],
-                                finish_reason=lasts[i].finish_reason) for i in sorted(lasts)]
+    texts, lasts, logprobs = await _collect(deltas)
+    choices = []
+    for i in sorted(lasts):
+        echo = echoes[i] if echoes else ""
+        choices.append(CompletionChoice(
+            index=i, text=echo + texts[i], finish_reason=lasts[i].finish_reason,
+            logprobs=completion_logprobs(logprobs[i], len(echo)) if i in logprobs else None))
     return Completion(id=completion_id or new_id("cmpl"), model=model, choices=choices,
                       usage=usage_of(lasts, n))
 
 
-async def _collect(deltas: AsyncIterator[IndexedDelta]
-                   ) -> tuple[dict[int, str], dict[int, GenerationDelta]]:
-    """Each choice's whole text and last delta; every choice must have finished."""
+async def _collect(deltas: AsyncIterator[IndexedDelta]) -> tuple[
+        dict[int, str], dict[int, GenerationDelta], dict[int, list[TokenLogprobs]]]:
+    """Each choice's whole text, last delta and token logprobs (for choices that have them);
+    every choice must have finished."""
     parts: dict[int, list[str]] = {}
     lasts: dict[int, GenerationDelta] = {}
+    logprobs: dict[int, list[TokenLogprobs]] = {}
     async for index, delta in deltas:
         parts.setdefault(index, []).append(delta.text)
         lasts[index] = delta
+        if delta.logprobs:
+            logprobs.setdefault(index, []).extend(delta.logprobs)
     for last in lasts.values():
         if last.finish_reason in (None, "abort"):
             raise aborted(last)
     if not lasts:
         raise aborted(None)
-    return {i: "".join(p) for i, p in parts.items()}, lasts
+    return {i: "".join(p) for i, p in parts.items()}, lasts, logprobs

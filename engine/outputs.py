@@ -6,6 +6,17 @@ from dataclasses import dataclass
 
 
 @dataclass
+class TokenLogprobs:
+    """A sampled token's log-probability under the model, with the likeliest tokens at its
+    step (best first), each as (text, bytes, logprob): a token may hold part of a character."""
+
+    token: str
+    token_bytes: bytes
+    logprob: float
+    top: list[tuple[str, bytes, float]]
+
+
+@dataclass
 class GenerationDelta:
     """New output of one request since its previous delta (one per step that produced a token)."""
 
@@ -19,6 +30,7 @@ class GenerationDelta:
     queue_time_s: float | None = None  # set on the first delta
     ttft_s: float | None = None  # set on the first delta
     error: str | None = None  # set with finish_reason "abort" when the engine failed the request
+    logprobs: list[TokenLogprobs] | None = None  # one per token id, when the request asked
 
     @property
     def finished(self) -> bool:

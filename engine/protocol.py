@@ -104,6 +104,10 @@ class SamplingFields(BaseModel):
         """How many choices the answer has."""
         return self.n
 
+    def logprobs_count(self) -> int | None:
+        """None without log-probabilities, else how many likeliest tokens each token lists."""
+        return None
+
 
 class ChatCompletionRequest(SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
@@ -112,9 +116,13 @@ class ChatCompletionRequest(SamplingFields):
     tool_choice: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
     logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
 
     def effective_max_tokens(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
+
+    def logprobs_count(self) -> int | None:
+        return (self.top_logprobs or 0) if self.logprobs else None
 
 
 class CompletionRequest(SamplingFields):
@@ -122,9 +130,13 @@ class CompletionRequest(SamplingFields):
     prompt: str | list[int] | list[str] | list[list[int]] = Field(...)
     echo: bool = False
     suffix: str | None = None
+    logprobs: int | None = Field(default=None, ge=0, le=5)
 
     def effective_max_tokens(self) -> int | None:
         return self.max_tokens
+
+    def logprobs_count(self) -> int | None:
+        return self.logprobs
 
     def prompts(self) -> list[str | list[int]]:
         """The prompts, one or a batch: prompt `p`'s choices are `p * n` to `p * n + n - 1`."""
@@ -170,6 +182,32 @@ class Usage(BaseModel):
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "abort"]
 
 
+class TopLogprob(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class TokenLogprob(TopLogprob):
+    top_logprobs: list[TopLogprob] = Field(default_factory=list)
+
+
+class ChoiceLogprobs(BaseModel):
+    """A chat choice's `logprobs`: one entry per token of its content."""
+
+    content: list[TokenLogprob] | None = None
+    refusal: list[TokenLogprob] | None = None
+
+
+class CompletionLogprobs(BaseModel):
+    """A legacy completion choice's `logprobs`, one list entry per token."""
+
+    tokens: list[str] = Field(default_factory=list)
+    token_logprobs: list[float | None] = Field(default_factory=list)
+    top_logprobs: list[dict[str, float] | None] | None = None
+    text_offset: list[int] = Field(default_factory=list)
+
+
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
@@ -180,7 +218,7 @@ class ChatChoice(BaseModel):
     index: int = 0
     message: AssistantMessage
     finish_reason: FinishReason | None = None
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
 
 
 class ChatCompletion(BaseModel):
@@ -203,7 +241,7 @@ class ChunkChoice(BaseModel):
     index: int = 0
     delta: DeltaMessage
     finish_reason: FinishReason | None = None
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
 
 
 class ChatCompletionChunk(BaseModel):
@@ -220,7 +258,7 @@ class CompletionChoice(BaseModel):
     index: int = 0
     text: str
     finish_reason: FinishReason | None = None
-    logprobs: None = None
+    logprobs: CompletionLogprobs | None = None
 
 
 class Completion(BaseModel):

@@ -56,6 +56,25 @@ class Sampler:
         greedy = torch.tensor([p.greedy for p in params], device=logits.device)
         return torch.where(greedy, greedy_ids, sampled).tolist()
 
+    def record_logprobs(self, logits: Tensor, token_ids: list[int], seqs: list[Sequence]) -> None:
+        """Set `sampled_logprobs` on each sequence that asks for them: its new token's
+        log-probability and its `params.logprobs` likeliest tokens', under the model's own
+        distribution (`logits` before penalties, temperature, top-k and top-p, as vLLM does)."""
+        rows = [row for row, seq in enumerate(seqs) if seq.params.logprobs is not None]
+        if not rows:
+            return
+        logprobs = torch.log_softmax(logits[rows].float(), dim=-1)
+        picked = torch.tensor([token_ids[row] for row in rows], device=logits.device)
+        chosen = logprobs.gather(1, picked[:, None])[:, 0].tolist()
+        k = max(seqs[row].params.logprobs or 0 for row in rows)
+        top_values, top_ids = (t.tolist() for t in logprobs.topk(k, dim=-1))
+        for i, row in enumerate(rows):
+            seq = seqs[row]
+            count = seq.params.logprobs or 0
+            seq.sampled_logprobs = (chosen[i],
+                                    list(zip(top_ids[i][:count], top_values[i][:count],
+                                             strict=True)))
+
     def _apply_penalties(self, logits: Tensor, seqs: list[Sequence]) -> Tensor:
         """OpenAI semantics: logit -= frequency * count + presence * (count > 0)."""
         vocab = logits.shape[-1]

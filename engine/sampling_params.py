@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from engine.errors import InvalidRequest
 
 MAX_STOP_STRINGS = 16
+MAX_LOGPROBS = 20  # alternatives per token, as OpenAI's `top_logprobs`
 
 
 @dataclass
@@ -23,6 +24,7 @@ class SamplingParams:
     ignore_eos: bool = False
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    logprobs: int | None = None  # None: none; k: each token's and its k likeliest rivals'
 
     @property
     def greedy(self) -> bool:
@@ -48,6 +50,10 @@ class SamplingParams:
             raise InvalidRequest(f"stop takes up to {MAX_STOP_STRINGS} non-empty strings", param="stop")
         if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):
             raise InvalidRequest("stop_token_ids must be token ids", param="stop_token_ids")
+        if self.logprobs is not None and not (isinstance(self.logprobs, int)
+                                              and 0 <= self.logprobs <= MAX_LOGPROBS):
+            raise InvalidRequest(f"logprobs must be an integer in [0, {MAX_LOGPROBS}]",
+                                 param="logprobs")
         for name in ("presence_penalty", "frequency_penalty"):
             if not -2.0 <= getattr(self, name) <= 2.0:
                 raise InvalidRequest(f"{name} must be between -2 and 2", param=name)

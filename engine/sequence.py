@@ -43,6 +43,8 @@ class Sequence:
         self.first_scheduled_time: float | None = None
         self.first_token_time: float | None = None
         self.generator: Any = None  # torch.Generator for seeded sampling (set by the runner)
+        # with `params.logprobs`: (logprob, [(token id, logprob), ...]) of the last sampled token
+        self.sampled_logprobs: tuple[float, list[tuple[int, float]]] | None = None
         self.detokenizer: Any = None  # IncrementalDetokenizer (set by the engine)
         self.stop_checker: Any = None  # StopChecker (set by the engine)
 

@@ -27,6 +27,18 @@ CHATML_TEMPLATE = (
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|eom_id|>")
 
 
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level BPE alphabet, character -> byte: printable Latin-1 bytes stand for
+    themselves, the other bytes for the characters from U+0100 on, in byte order."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    others = [b for b in range(256) if b not in printable]
+    return {**{chr(b): b for b in printable},
+            **{chr(0x100 + i): b for i, b in enumerate(others)}}
+
+
+_BYTE_OF_CHAR = _byte_level_alphabet()
+
+
 def _raise(message: str) -> None:
     raise TemplateError(message)
 
@@ -69,6 +81,15 @@ class Tokenizer:
 
     def id_to_token(self, token_id: int) -> str | None:
         return self.backend.id_to_token(token_id)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes a token stands for. A byte-level BPE token (GPT-2's alphabet: one
+        printable character per byte) may hold part of a character, which `decode` would
+        turn into U+FFFD; others are their own text."""
+        piece = self.id_to_token(token_id) or ""
+        if all(ch in _BYTE_OF_CHAR for ch in piece):
+            return bytes(_BYTE_OF_CHAR[ch] for ch in piece)
+        return self.decode([token_id], skip_special_tokens=False).encode()
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         ids = self.backend.encode(text, add_special_tokens=False).ids

@@ -17,11 +17,14 @@ from engine.protocol import (
     ChatChoice,
     ChatCompletion,
     ChatCompletionChunk,
+    ChoiceLogprobs,
     ChunkChoice,
     Completion,
     CompletionChoice,
+    CompletionLogprobs,
     DeltaMessage,
     FunctionCall,
+    TokenLogprob,
     ToolCall,
     Usage,
 )
@@ -35,6 +38,20 @@ class _Choice:
     parts: list[str] = field(default_factory=list)
     finish_reason: str | None = None
     tools: dict[int, dict[str, Any]] = field(default_factory=dict)
+    chat_logprobs: list[TokenLogprob] | None = None
+    text_logprobs: CompletionLogprobs | None = None
+
+    def add_logprobs(self, logprobs: ChoiceLogprobs | CompletionLogprobs) -> None:
+        if isinstance(logprobs, ChoiceLogprobs):
+            self.chat_logprobs = [*(self.chat_logprobs or ()), *(logprobs.content or ())]
+            return
+        if self.text_logprobs is None:
+            self.text_logprobs = CompletionLogprobs(top_logprobs=[])
+        mine = self.text_logprobs
+        mine.tokens += logprobs.tokens
+        mine.token_logprobs += logprobs.token_logprobs
+        mine.top_logprobs = [*(mine.top_logprobs or ()), *(logprobs.top_logprobs or ())]
+        mine.text_offset += logprobs.text_offset
 
     def add_tool_delta(self, call: dict[str, Any]) -> None:
         slot = self.tools.setdefault(call.get("index", len(self.tools)),
@@ -79,6 +96,8 @@ class Assembler:
                     slot.add_tool_delta(call)
             elif choice.text:
                 slot.parts.append(choice.text)
+            if choice.logprobs is not None:
+                slot.add_logprobs(choice.logprobs)
             if choice.finish_reason:
                 slot.finish_reason = choice.finish_reason
 
@@ -110,9 +129,13 @@ class Assembler:
             return ChatCompletion(choices=[
                 ChatChoice(index=i, message=AssistantMessage(content="".join(c.parts),
                                                              tool_calls=c.tool_calls()),
-                           finish_reason=c.finish_reason or "stop") for i, c in choices], **ids)
+                           finish_reason=c.finish_reason or "stop",
+                           logprobs=None if c.chat_logprobs is None
+                           else ChoiceLogprobs(content=c.chat_logprobs))
+                for i, c in choices], **ids)
         return Completion(choices=[CompletionChoice(index=i, text="".join(c.parts),
-                                                    finish_reason=c.finish_reason or "stop")
+                                                    finish_reason=c.finish_reason or "stop",
+                                                    logprobs=c.text_logprobs)
                                    for i, c in choices], **ids)
 
 
@@ -126,7 +149,7 @@ def as_chunk(answer: ChatCompletion) -> ChatCompletionChunk:
                  for i, t in enumerate(message.tool_calls or ())]
         delta = DeltaMessage(role="assistant", content=message.content, tool_calls=calls or None)
         choices.append(ChunkChoice(index=choice.index, delta=delta,
-                                   finish_reason=choice.finish_reason))
+                                   finish_reason=choice.finish_reason, logprobs=choice.logprobs))
     return ChatCompletionChunk(id=answer.id, created=answer.created, model=answer.model,
                                choices=choices, usage=answer.usage,
                                system_fingerprint=answer.system_fingerprint)

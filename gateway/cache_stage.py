@@ -21,6 +21,7 @@ from cache.settings import CacheSettings
 from gateway.context import Answer, RequestContext
 
 if TYPE_CHECKING:
+    from engine.protocol import ChatCompletionRequest, CompletionRequest
     from gateway.config import GatewayConfig, RouteConfig
 
 log = logging.getLogger("headstart.gateway")
@@ -80,7 +81,7 @@ class CacheStage:
         if self.cache is None or not settings.enabled:
             ctx.cache_status = "bypass"
             return None
-        if ctx.cache_control.no_cache or ctx.body.choice_count() > 1:  # the caches keep one choice
+        if ctx.cache_control.no_cache or not _fits_an_entry(ctx.body):
             ctx.cache_status = "bypass"
             self.cache.stats.record(settings.route, "bypasses")
             return None
@@ -122,3 +123,8 @@ class CacheStage:
     async def close(self) -> None:
         if self.cache is not None:
             await self.cache.close()
+
+
+def _fits_an_entry(request: ChatCompletionRequest | CompletionRequest) -> bool:
+    """Whether an entry can hold the answer: one choice, no log-probabilities."""
+    return request.choice_count() == 1 and request.logprobs_count() is None

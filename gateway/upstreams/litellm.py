@@ -33,7 +33,8 @@ from gateway.context import RequestContext
 from gateway.upstreams.base import Upstream
 
 _PASSED = ("max_tokens", "temperature", "top_p", "stop", "seed", "presence_penalty",
-           "frequency_penalty", "user", "tools", "tool_choice", "response_format")
+           "frequency_penalty", "user", "tools", "tool_choice", "response_format", "logprobs",
+           "top_logprobs")
 
 
 class LiteLLMUpstream(Upstream):
@@ -158,6 +159,7 @@ def _chat_chunk(data: dict[str, Any], model: str) -> ChatCompletionChunk:
             delta=DeltaMessage(role=delta.get("role") or None, content=delta.get("content"),
                                tool_calls=delta.get("tool_calls") or None),
             finish_reason=c.get("finish_reason"),
+            logprobs=c.get("logprobs") or None,
         ))
     return ChatCompletionChunk(id=data.get("id") or new_id("chatcmpl"),
                                created=data.get("created") or int(time.time()), model=model,
@@ -166,7 +168,8 @@ def _chat_chunk(data: dict[str, Any], model: str) -> ChatCompletionChunk:
 
 def _completion_chunk(data: dict[str, Any], model: str) -> Completion:
     choices = [CompletionChoice(index=c.get("index") or 0, text=c.get("text") or "",
-                                finish_reason=c.get("finish_reason"))
+                                finish_reason=c.get("finish_reason"),
+                                logprobs=c.get("logprobs") or None)
                for c in data.get("choices") or []]
     return Completion(id=data.get("id") or new_id("cmpl"),
                       created=data.get("created") or int(time.time()), model=model,

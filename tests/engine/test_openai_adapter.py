@@ -16,7 +16,7 @@ from engine.openai_adapter import (
     stream_chat,
     stream_completion,
 )
-from engine.outputs import GenerationDelta
+from engine.outputs import GenerationDelta, TokenLogprobs
 from engine.protocol import APIError, ChatCompletionRequest, ChatMessage, CompletionRequest
 
 MODEL = "smollm2-135m-instruct"
@@ -111,7 +111,7 @@ def test_chat_input_passes_tools_to_the_template(tokenizer):
      "context_length_exceeded"),
     ({"stop": [""]}, "stop", None),
     ({"stop_token_ids": "2"}, "stop_token_ids", None),
-    ({"logprobs": True}, "logprobs", None),
+    ({"top_logprobs": 2}, "top_logprobs", None),
 ])
 def test_chat_input_rejects_bad_requests_with_400_naming_the_field(tokenizer, fields, param,
                                                                     code):
@@ -153,6 +153,7 @@ def test_completion_input_takes_a_batch_of_prompts_each_with_its_own_room(tokeni
     ("", {}, "prompt"),
     ([1, 2, 10**7], {}, "prompt"),
     ("hi", {"suffix": "end"}, "suffix"),
+    ("hi", {"echo": True, "logprobs": 1}, "logprobs"),
     ("hi " * 9000, {}, "prompt"),
 ])
 def test_completion_input_rejects_bad_prompts(tokenizer, prompt, extra, param):
@@ -269,3 +270,26 @@ async def test_a_batch_counts_each_prompt_once_and_echoes_its_own_prompt():
     assert [c.text for c in answer.choices] == ["P0:a", "P0:b", "P1:c", "P1:d"]
     assert (answer.usage.prompt_tokens, answer.usage.completion_tokens) == (16, 4)
     assert answer.usage.prompt_tokens_details.cached_tokens == 4
+
+
+def scored(text: str, logprob: float) -> TokenLogprobs:
+    return TokenLogprobs(text, text.encode(), logprob, [(text, text.encode(), logprob)])
+
+
+async def test_logprobs_travel_with_the_text_they_score():
+    first, second, third = delta_list(["", "Hi", "!"])  # the first token's text held back
+    for (_, delta), text, lp in zip((first, second, third), ["H", "i", "!"], [-0.1, -0.2, -0.3],
+                                    strict=True):
+        delta.logprobs = [scored(text, lp)]
+    chunks = [c async for c in stream_chat(indexed([first, second, third]), model=MODEL, n=1)]
+    scores = [[(e.token, e.logprob) for e in c.choices[0].logprobs.content]
+              if c.choices[0].logprobs else None for c in chunks]
+    assert scores == [None, [("H", -0.1), ("i", -0.2)], [("!", -0.3)]]
+    assert chunks[1].choices[0].logprobs.content[0].top_logprobs[0].bytes == [72]
+    answer = await collect_completion(indexed([first, second, third]), model=MODEL, n=1)
+    assert answer.choices[0].logprobs.tokens == ["H", "i", "!"]
+    assert answer.choices[0].logprobs.text_offset == [0, 1, 2]
+    streamed = [c async for c in stream_completion(indexed([first, second, third]),
+                                                   model=MODEL, n=1)]
+    assert [c.choices[0].logprobs.text_offset for c in streamed] == [[0, 1], [2]]
+    assert streamed[1].choices[0].logprobs.top_logprobs == [{"!": -0.3}]

@@ -92,3 +92,23 @@ def test_row_argmax_is_argmax_with_first_index_on_ties() -> None:
     assert row_argmax(logits)[1:4].tolist() == [300, 5, 0]
     odd = torch.randn(3, 1000, generator=gen)  # not a multiple of the chunk: plain argmax
     assert row_argmax(odd).tolist() == odd.argmax(dim=-1).tolist()
+
+
+def test_logprobs_are_the_models_own_for_rows_that_ask() -> None:
+    # probabilities 0.5 / 0.3 / 0.2; row 0 asks for 2 alternatives, row 1 for none at all,
+    # row 2 for its token only. Temperature and penalties do not change the reported numbers.
+    logits = probs_logits([0.5, 0.3, 0.2], 3)
+    seqs = seqs_with([SamplingParams(temperature=0, logprobs=2),
+                      SamplingParams(temperature=0),
+                      SamplingParams(temperature=0.3, presence_penalty=2.0, logprobs=0)],
+                     [[], [], [0]])
+    sampler = Sampler(CPU)
+    tokens = sampler(logits, seqs)
+    sampler.record_logprobs(logits, tokens, seqs)
+    chosen, top = seqs[0].sampled_logprobs
+    assert tokens[0] == 0 and math.isclose(chosen, math.log(0.5), rel_tol=1e-5)
+    assert [t for t, _ in top] == [0, 1]
+    assert [round(lp, 5) for _, lp in top] == [round(math.log(0.5), 5), round(math.log(0.3), 5)]
+    assert seqs[1].sampled_logprobs is None
+    chosen, top = seqs[2].sampled_logprobs
+    assert math.isclose(chosen, math.log([0.5, 0.3, 0.2][tokens[2]]), rel_tol=1e-5) and top == []

@@ -133,3 +133,19 @@ def test_folder_bos_from_post_processor(tmp_path, smollm_tokenizer):
     assert tok.encode("hi", add_special_tokens=True) == [1, *smollm_tokenizer.encode("hi")]
     assert tok.encode("hi") == smollm_tokenizer.encode("hi")
     assert smollm_tokenizer.encode("hi", add_special_tokens=True) == smollm_tokenizer.encode("hi")
+
+
+def test_token_bytes_spell_the_text_even_inside_a_character(smollm_tokenizer):
+    text = "café ☕ 日本 <|im_end|>"
+    ids = smollm_tokenizer.encode(text)
+    pieces = [smollm_tokenizer.token_bytes(i) for i in ids]
+    assert b"".join(pieces) == text.encode()
+    assert any(not _whole_utf8(p) for p in pieces)  # some token holds part of a character
+
+
+def _whole_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return False
+    return True

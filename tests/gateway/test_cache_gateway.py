@@ -153,6 +153,13 @@ def test_several_choices_bypass_the_cache(client, gw):
     assert after["bypasses"] == before["bypasses"] + 2 and after["stores"] == before["stores"]
 
 
+def test_logprobs_bypass_the_cache(client):
+    q = "Name a fruit that is yellow."
+    chat(client, q)
+    h, answer = chat(client, q, logprobs=True)  # stored without them: not served from there
+    assert h["x-cache"] == "bypass" and answer.choices[0].logprobs.content
+
+
 def test_routes_without_caching_say_bypass(client):
     h, _ = chat(client, "What is two plus two?", model="plain")
     assert h["x-cache"] == "bypass"

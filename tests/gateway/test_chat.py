@@ -105,3 +105,24 @@ def test_engine_rejects_too_long_request_as_400(client):
         with pytest.raises(openai.BadRequestError) as info:
             client.chat.completions.create(model=model, messages=MSGS, max_tokens=10_000_000)
         assert info.value.body["param"] == "max_tokens"
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m-instruct", "remote"])
+def test_logprobs(client, model):
+    ask = {"model": model, "messages": MSGS, "max_tokens": 5, "temperature": 0,
+           "logprobs": True, "top_logprobs": 3}
+    r = client.chat.completions.create(**ask)
+    choice = r.choices[0]
+    entries = choice.logprobs.content
+    assert len(entries) == r.usage.completion_tokens
+    assert b"".join(bytes(e.bytes) for e in entries).decode() == choice.message.content
+    for e in entries:  # greedy: each token is its step's likeliest
+        assert len(e.top_logprobs) == 3 and e.logprob <= 0
+        assert e.top_logprobs[0].token == e.token
+        assert e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob >= e.top_logprobs[2].logprob
+    chunks = list(client.chat.completions.create(**ask, stream=True))
+    streamed = [e for c in chunks if c.choices and c.choices[0].logprobs
+                for e in c.choices[0].logprobs.content]
+    assert [e.token for e in streamed] == [e.token for e in entries]
+    plain = client.chat.completions.create(**{**ask, "logprobs": False, "top_logprobs": None})
+    assert plain.choices[0].logprobs is None

@@ -73,3 +73,14 @@ def test_a_bad_prompt_in_a_batch_is_named(client):
         client.completions.create(model="smollm2-135m-instruct", prompt=["fine", ""],
                                   max_tokens=2)
     assert info.value.body["param"] == "prompt[1]"
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m-instruct", "remote"])
+def test_completion_logprobs(client, model):
+    r = client.completions.create(model=model, prompt="The capital of France is",
+                                  max_tokens=4, temperature=0, logprobs=2)
+    lp = r.choices[0].logprobs
+    assert "".join(lp.tokens) == r.choices[0].text
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(len(lp.tokens))]
+    assert all(len(top) <= 2 and max(top.values()) == p  # greedy: the likeliest, each time
+               for top, p in zip(lp.top_logprobs, lp.token_logprobs, strict=True))

@@ -52,3 +52,11 @@ def test_a_batch_of_prompts_through_litellm(client):
     chunks = list(client.completions.create(model="litellm", prompt=["A bird:", "A fish:"],
                                             max_tokens=3, temperature=0, stream=True))
     assert {choice.index for c in chunks for choice in c.choices} == {0, 1}
+
+
+def test_logprobs_through_litellm(client):
+    r = client.chat.completions.create(
+        model="litellm", messages=[{"role": "user", "content": "Say hello."}], max_tokens=3,
+        temperature=0, logprobs=True, top_logprobs=2)
+    entries = r.choices[0].logprobs.content
+    assert len(entries) == r.usage.completion_tokens and all(e.logprob <= 0 for e in entries)
