@@ -18,12 +18,14 @@ from typing import Any
 
 from fastapi import FastAPI
 from starlette.datastructures import Headers
+from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.auth import Authenticator
 from gateway.cache_stage import CacheStage
 from gateway.config import DEFAULT_MODEL_NAME, ConfigError, GatewayConfig, UpstreamConfig
 from gateway.config import default_config as embedded_default
+from gateway.cors import CorsPolicy
 from gateway.deps import pick_request_id
 from gateway.errors import install_error_handlers
 from gateway.generation import match, serve_generation
@@ -122,12 +124,15 @@ class GatewayApp(FastAPI):
     """FastAPI with the generation endpoints in front of its middleware stack: those carry
     nearly all the traffic and are served as plain ASGI (`gateway/generation.py`)."""
 
+    cors: CorsPolicy | None = None  # set by `create_app`; None: no cross-origin requests
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and (found := match(scope["path"])) is not None:
+        if scope["type"] == "http" and (found := match(scope["path"])) is not None \
+                and not (scope["method"] == "OPTIONS" and self.cors is not None):
             scope["app"] = self
             await serve_generation(self, scope, receive, send, *found)
             return
-        await super().__call__(scope, receive, send)
+        await super().__call__(scope, receive, send)  # a CORS preflight goes to its middleware
 
 
 def create_app(config: GatewayConfig | None = None) -> GatewayApp:
@@ -140,9 +145,12 @@ def create_app(config: GatewayConfig | None = None) -> GatewayApp:
     app.state.auth = Authenticator(config.auth)
     app.state.metrics = GatewayMetrics()
     app.state.engine = None
+    app.cors = CorsPolicy.from_config(config.cors)
     install_error_handlers(app)
     for module in (models, embeddings, ws, health):
         app.include_router(module.router)
     app.include_router(admin.router)
+    if app.cors is not None:
+        app.add_middleware(CORSMiddleware, **app.cors.middleware_options())
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -101,10 +101,26 @@ class LimitsConfig(_Strict):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # larger bodies get 413
 
 
+class CorsConfig(_Strict):
+    """Web pages on these origins may call the API (`*`: any); none without the section."""
+
+    allow_origins: list[str] = Field(default_factory=list)
+    max_age_s: int = Field(default=600, ge=0)  # how long a browser may reuse a preflight
+
+    @field_validator("allow_origins")
+    @classmethod
+    def _origins(cls, v: list[str]) -> list[str]:
+        for origin in v:
+            if origin != "*" and ("://" not in origin or origin.endswith("/")):
+                raise ValueError(f"{origin!r} is not an origin: scheme://host[:port], or *")
+        return v
+
+
 class GatewayConfig(_Strict):
     redis: str | None = None  # cache store; in-process memory without it
     auth: AuthConfig = Field(default_factory=AuthConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    cors: CorsConfig = Field(default_factory=CorsConfig)
     upstreams: dict[str, UpstreamConfig] = Field(min_length=1)
     routes: list[RouteConfig] = Field(min_length=1)
 

@@ -25,7 +25,7 @@ from gateway.deps import build_context, header_map, parse_model, pick_request_id
 from gateway.responses import ClientWatch, send_json, write_answer
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    from gateway.app import GatewayApp
 
 log = logging.getLogger("headstart.gateway")
 
@@ -50,7 +50,7 @@ def match(path: str) -> tuple[str, str | None] | None:
     return (rest, route) if rest in ENDPOINTS else None
 
 
-async def serve_generation(app: FastAPI, scope: Scope, receive: Receive, send: Send,
+async def serve_generation(app: GatewayApp, scope: Scope, receive: Receive, send: Send,
                            endpoint: str, route_name: str | None) -> None:
     """Answer one request on a generation endpoint; never raises for the request's own
     failures (they become error responses), only for the server's shutdown."""
@@ -60,6 +60,8 @@ async def serve_generation(app: FastAPI, scope: Scope, receive: Receive, send: S
     headers = header_map(scope)
     request_id = pick_request_id(headers.get("x-request-id"))
     scope.setdefault("state", {})["request_id"] = request_id
+    if app.cors is not None:
+        send = app.cors.wrap(send, headers.get("origin"))
     out = CoalescedSend(send)
     watch: ClientWatch | None = None
     try:
