@@ -15,6 +15,7 @@ from engine.block_manager import KVCacheManager
 from engine.config import EngineConfig
 from engine.detokenizer import IncrementalDetokenizer
 from engine.errors import InvalidRequest
+from engine.json_constraint import JsonConstraint
 from engine.model import LlamaModel
 from engine.model_config import ModelConfig
 from engine.model_runner import ModelRunner
@@ -75,6 +76,9 @@ class LLMEngine:
         seq = Sequence(request_id or uuid.uuid4().hex, token_ids, params, session_id)
         seq.detokenizer = IncrementalDetokenizer(self.tokenizer)
         seq.stop_checker = StopChecker(params, self.eos_token_ids, self.max_model_len)
+        if params.json_object:
+            seq.constraint = JsonConstraint(self.tokenizer.text_token_bytes(),
+                                            self.eos_token_ids)
         return seq
 
     def add_sequence(self, seq: Sequence) -> None:
@@ -116,6 +120,8 @@ class LLMEngine:
 
     def _append(self, seq: Sequence, token: int) -> GenerationDelta:
         seq.append_token(token)
+        if seq.constraint is not None:
+            seq.constraint.advance(token)
         first = seq.num_output_tokens == 1
         if first:
             self.prompt_tokens_total += seq.num_prompt_tokens

@@ -130,10 +130,21 @@ def chat_input(request: ChatCompletionRequest, tokenizer: Tokenizer,
     """Engine input for a chat request; the prompt must leave room for one new token."""
     if request.top_logprobs is not None and not request.logprobs:
         raise APIError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
+    json_object = _json_mode(request.response_format)
     ids = tokenizer.encode(chat_prompt(request, tokenizer), add_special_tokens=False)
     _check_prompt_len(len(ids), max_model_len, "messages")
     prompt = EnginePrompt(ids, sampling_params(request, len(ids), max_model_len))
+    prompt.params.json_object = json_object
     return EngineInput([prompt], request.n)
+
+
+def _json_mode(response_format: dict[str, Any] | None) -> bool:
+    """Whether the answer must be a JSON object; a 400 for formats the engine cannot keep."""
+    kind = (response_format or {}).get("type", "text")
+    if kind in ("text", "json_object"):
+        return kind == "json_object"
+    raise APIError(400, f"response_format type {kind!r} is not supported; use 'json_object' "
+                   "or 'text'", param="response_format.type")
 
 
 def completion_input(request: CompletionRequest, tokenizer: Tokenizer,

@@ -25,6 +25,7 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     logprobs: int | None = None  # None: none; k: each token's and its k likeliest rivals'
+    json_object: bool = False  # JSON mode: the answer is one JSON object (json_constraint.py)
 
     @property
     def greedy(self) -> bool:

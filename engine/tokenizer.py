@@ -91,6 +91,16 @@ class Tokenizer:
             return bytes(_BYTE_OF_CHAR[ch] for ch in piece)
         return self.decode([token_id], skip_special_tokens=False).encode()
 
+    def text_token_bytes(self) -> list[bytes | None]:
+        """`token_bytes` of every id, None for special tokens (they are not text); built once."""
+        table = self.__dict__.get("_text_token_bytes")
+        if table is None:
+            special = {i for i, t in self.backend.get_added_tokens_decoder().items() if t.special}
+            table = [None if i in special else self.token_bytes(i)
+                     for i in range(self.vocab_size)]
+            self.__dict__["_text_token_bytes"] = table
+        return table
+
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         ids = self.backend.encode(text, add_special_tokens=False).ids
         if add_special_tokens and self.add_bos_token and ids[:1] != [self.bos_token_id]:

@@ -3,6 +3,8 @@ and by `/r/{route}`, the in-process engine and an OpenAI-compatible upstream."""
 
 from __future__ import annotations
 
+import json
+
 import openai
 import pytest
 
@@ -126,3 +128,17 @@ def test_logprobs(client, model):
     assert [e.token for e in streamed] == [e.token for e in entries]
     plain = client.chat.completions.create(**{**ask, "logprobs": False, "top_logprobs": None})
     assert plain.choices[0].logprobs is None
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m-instruct", "remote"])
+def test_json_mode_answers_one_json_object(client, model):
+    ask = {"role": "user", "content": "Give me a JSON object describing a cat with name and age."}
+    r = client.chat.completions.create(model=model, messages=[ask], max_tokens=300,
+                                       temperature=0, response_format={"type": "json_object"})
+    assert r.choices[0].finish_reason == "stop"
+    assert isinstance(json.loads(r.choices[0].message.content), dict)
+    with pytest.raises(openai.BadRequestError) as info:  # a schema it cannot keep: said so
+        client.chat.completions.create(
+            model=model, messages=[ask], max_tokens=5,
+            response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": {}}})
+    assert info.value.body["param"] == "response_format.type"
