@@ -187,14 +187,15 @@ class JsonConstraint:
         raw = self.token_bytes[token_id] if token_id < len(self.token_bytes) else None
         return bool(raw) and self.prefix.copy().feed_all(raw)  # type: ignore[arg-type]
 
-    def first_allowed(self, candidates: list[int]) -> int:
-        """The first of `candidates` (best first) that may come next; the end of text once
-        the object is closed, or if no candidate fits."""
-        if not self.prefix.complete:
-            for token_id in candidates:
-                if token_id not in self.eos_ids and self.allows(token_id):
-                    return token_id
-        return self.eos_ids[0]
+    def first_allowed(self, candidates: list[int]) -> int | None:
+        """The first of `candidates` (best first) that may come next, the end of text once the
+        object is closed; None when none fits."""
+        if self.prefix.complete:
+            return self.eos_ids[0]
+        for token_id in candidates:
+            if token_id not in self.eos_ids and self.allows(token_id):
+                return token_id
+        return None
 
     def advance(self, token_id: int) -> None:
         """Take in the token that was sampled (one `allows` said yes to)."""

@@ -14,6 +14,7 @@ from torch import Tensor
 from engine.sequence import Sequence
 
 ARGMAX_CHUNK = 128
+CONSTRAINED_FIRST_TRY = 64  # best picks tried before all of them, when a constraint refuses
 
 
 def row_argmax(x: Tensor) -> Tensor:
@@ -71,7 +72,11 @@ class Sampler:
             if rule is None or rule.allows(tokens[row]):
                 continue
             scores = logits[row] if seq.params.greedy else race[row]
-            tokens[row] = rule.first_allowed(scores.argsort(descending=True).tolist())
+            best = scores.topk(min(CONSTRAINED_FIRST_TRY, scores.numel())).indices
+            pick = rule.first_allowed(best.tolist())  # a sort of the whole row costs ~20x more
+            if pick is None:
+                pick = rule.first_allowed(scores.argsort(descending=True).tolist())
+            tokens[row] = rule.eos_ids[0] if pick is None else pick
 
     def record_logprobs(self, logits: Tensor, token_ids: list[int], seqs: list[Sequence]) -> None:
         """Set `sampled_logprobs` on each sequence that asks for them: its new token's

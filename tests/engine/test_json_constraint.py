@@ -80,6 +80,7 @@ def test_the_rule_allows_what_can_follow_and_the_end_only_after_the_object():
         rule.advance(token)
     assert [t for t in range(7) if rule.allows(t)] == [4]  # only "}" closes `{"a": 1`
     assert rule.first_allowed([5, 0, 6, 4, 1]) == 4
+    assert rule.first_allowed([5, 0, 6]) is None
     rule.advance(4)
     assert rule.complete and [t for t in range(7) if rule.allows(t)] == [0]
     assert rule.first_allowed([5, 4, 1]) == 0  # closed: the answer ends
