@@ -43,15 +43,19 @@ class _Choice:
 
     def add_logprobs(self, logprobs: ChoiceLogprobs | CompletionLogprobs) -> None:
         if isinstance(logprobs, ChoiceLogprobs):
-            self.chat_logprobs = [*(self.chat_logprobs or ()), *(logprobs.content or ())]
+            if self.chat_logprobs is None:
+                self.chat_logprobs = []
+            self.chat_logprobs.extend(logprobs.content or ())
             return
-        if self.text_logprobs is None:
-            self.text_logprobs = CompletionLogprobs(top_logprobs=[])
         mine = self.text_logprobs
-        mine.tokens += logprobs.tokens
-        mine.token_logprobs += logprobs.token_logprobs
-        mine.top_logprobs = [*(mine.top_logprobs or ()), *(logprobs.top_logprobs or ())]
-        mine.text_offset += logprobs.text_offset
+        if mine is None:
+            mine = self.text_logprobs = CompletionLogprobs()
+        mine.tokens.extend(logprobs.tokens)
+        mine.token_logprobs.extend(logprobs.token_logprobs)
+        tops = mine.top_logprobs if mine.top_logprobs is not None else []
+        tops.extend(logprobs.top_logprobs or ())
+        mine.top_logprobs = tops
+        mine.text_offset.extend(logprobs.text_offset)
 
     def add_tool_delta(self, call: dict[str, Any]) -> None:
         slot = self.tools.setdefault(call.get("index", len(self.tools)),

@@ -7,11 +7,14 @@ from engine.protocol import (
     ChatChoice,
     ChatCompletion,
     ChatCompletionChunk,
+    ChoiceLogprobs,
     ChunkChoice,
     Completion,
     CompletionChoice,
+    CompletionLogprobs,
     DeltaMessage,
     FunctionCall,
+    TokenLogprob,
     ToolCall,
     Usage,
 )
@@ -84,3 +87,44 @@ def test_a_whole_answer_as_one_chunk_folds_back_unchanged():
     assert a.response().model_dump() == whole.model_dump()
     empty = ChatCompletion(id="chatcmpl-0", model="m", choices=[])
     assert as_chunk(empty).choices == []
+
+
+def one(index: int, content: str | None = None, finish=None, logprobs=None) -> ChatCompletionChunk:
+    choice = ChunkChoice(index=index, delta=DeltaMessage(content=content), finish_reason=finish,
+                         logprobs=logprobs)
+    return ChatCompletionChunk(id="chatcmpl-1", created=7, model="m", choices=[choice])
+
+
+def scores(*tokens: str) -> ChoiceLogprobs:
+    return ChoiceLogprobs(content=[TokenLogprob(token=t, logprob=-1.0) for t in tokens])
+
+
+def test_choices_fold_side_by_side_with_their_logprobs():
+    a = Assembler("chat", "m")
+    a.add(one(1, "Yo", logprobs=scores("Yo")))
+    a.add(one(0, "Hi", logprobs=scores("H", "i")))
+    a.add(one(1, None, "length"))
+    assert a.finish_reason is None  # choice 0 is still running
+    a.add(one(0, "!", "stop", logprobs=scores("!")))
+    assert a.finish_reason == "stop"
+    response = a.response()
+    assert [(c.index, c.message.content, c.finish_reason) for c in response.choices] == [
+        (0, "Hi!", "stop"), (1, "Yo", "length")]
+    assert [[e.token for e in c.logprobs.content] for c in response.choices] == [
+        ["H", "i", "!"], ["Yo"]]
+    assert a.answer() is None  # the caches keep one choice
+    back = Assembler("chat", "m")
+    back.add(as_chunk(response))  # a whole answer as one chunk folds back into itself
+    assert back.response().choices == response.choices
+
+
+def test_completion_logprobs_concatenate():
+    a = Assembler("completion", "m")
+    for text, offset in (("Hel", 0), ("lo", 3)):
+        lp = CompletionLogprobs(tokens=[text], token_logprobs=[-0.5], top_logprobs=[{text: -0.5}],
+                                text_offset=[offset])
+        a.add(Completion(id="c", created=1, model="m",
+                         choices=[CompletionChoice(text=text, logprobs=lp)]))
+    lp = a.response().choices[0].logprobs
+    assert (lp.tokens, lp.text_offset, lp.top_logprobs) == (
+        ["Hel", "lo"], [0, 3], [{"Hel": -0.5}, {"lo": -0.5}])
