@@ -1,42 +1,26 @@
-"""OpenAI requests in, engine inputs out; engine deltas in, OpenAI objects out.
+"""OpenAI requests in, engine inputs out (the answers: `engine/openai_answers.py`).
 
 Pure functions with no web framework, so the engine's own server and the gateway's
-in-process upstream turn requests and answers into each other the same way. Every
+in-process upstream turn requests into engine inputs the same way. Every
 problem with a request becomes an `APIError(400, ..., param=...)` before the engine
-sees it. Answers are built from `(choice index, delta)` pairs (`engine.choices`): a
-request for `n` choices runs as `n` engine requests.
+sees it. A request for `n` choices (or a batch of prompts) runs as one engine request per
+choice (`engine.choices`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.choices import IndexedDelta
-from engine.logprobs import chat_logprobs, completion_logprobs
 from engine.protocol import (
     APIError,
-    AssistantMessage,
-    ChatChoice,
-    ChatCompletion,
-    ChatCompletionChunk,
     ChatCompletionRequest,
     ChatMessage,
-    ChunkChoice,
-    Completion,
-    CompletionChoice,
-    CompletionLogprobs,
     CompletionRequest,
-    DeltaMessage,
-    Usage,
-    new_id,
-    now,
 )
 from engine.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
-    from engine.outputs import GenerationDelta, TokenLogprobs
     from engine.tokenizer import Tokenizer
 
 
@@ -192,138 +176,3 @@ def _int_list(value: Any, param: str) -> list[int]:
     if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
         raise APIError(400, f"{param} must be a list of integers", param=param)
     return list(value)
-
-
-# ---------------------------------------------------------------- answers
-
-
-def aborted(delta: GenerationDelta | None) -> APIError:
-    """The error for a request the engine failed (a step error, or shutdown)."""
-    reason = (delta.error if delta is not None else None) or "no finish reason"
-    return APIError(500, f"the engine aborted the request: {reason}", code="engine_aborted")
-
-
-def usage_of(lasts: dict[int, GenerationDelta], n: int) -> Usage:
-    """Usage from each choice's latest delta (their counters are cumulative): each prompt
-    counted once, as the client sent it once (by its first choice of `n`), and the
-    completions of all choices."""
-    firsts = [delta for index, delta in lasts.items() if index % n == 0]
-    return Usage.of(sum(d.prompt_tokens for d in firsts),
-                    sum(d.completion_tokens for d in lasts.values()),
-                    sum(d.cached_tokens for d in firsts))
-
-
-async def stream_chat(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int,
-                      include_usage: bool = False,
-                      completion_id: str | None = None) -> AsyncIterator[ChatCompletionChunk]:
-    """chat.completion.chunk objects, one choice each: per choice the role first, then text,
-    then the finish reason; with `include_usage`, a last chunk with no choices and the usage
-    (as OpenAI does). An engine failure mid-stream raises `aborted(...)`."""
-    cid, created = completion_id or new_id("chatcmpl"), now()
-
-    def chunk(index: int, delta: DeltaMessage, finish: str | None = None,
-              logprobs: list[TokenLogprobs] | None = None) -> ChatCompletionChunk:
-        choice = ChunkChoice(index=index, delta=delta, finish_reason=finish,
-                             logprobs=chat_logprobs(logprobs) if logprobs else None)
-        return ChatCompletionChunk(id=cid, created=created, model=model, choices=[choice])
-
-    lasts: dict[int, GenerationDelta] = {}
-    pending: dict[int, list[TokenLogprobs]] = {}  # tokens whose text is held back so far
-    async for index, delta in deltas:
-        if delta.finish_reason == "abort":
-            raise aborted(delta)
-        if index not in lasts:
-            yield chunk(index, DeltaMessage(role="assistant", content=""))
-        lasts[index] = delta
-        if delta.logprobs:
-            pending.setdefault(index, []).extend(delta.logprobs)
-        if delta.text or delta.finish_reason:
-            yield chunk(index, DeltaMessage(content=delta.text or None), delta.finish_reason,
-                        pending.pop(index, None))
-    if include_usage and lasts:
-        yield ChatCompletionChunk(id=cid, created=created, model=model, choices=[],
-                                  usage=usage_of(lasts, n))
-
-
-async def collect_chat(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int,
-                       completion_id: str | None = None) -> ChatCompletion:
-    """One non-streamed chat.completion from the whole stream of deltas."""
-    texts, lasts, logprobs = await _collect(deltas)
-    choices = [ChatChoice(index=i, message=AssistantMessage(content=texts[i]),
-                          finish_reason=lasts[i].finish_reason,
-                          logprobs=chat_logprobs(logprobs[i]) if i in logprobs else None)
-               for i in sorted(lasts)]
-    return ChatCompletion(id=completion_id or new_id("chatcmpl"), model=model, choices=choices,
-                          usage=usage_of(lasts, n))
-
-
-async def stream_completion(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int,
-                            include_usage: bool = False, echoes: Sequence[str] = (),
-                            completion_id: str | None = None) -> AsyncIterator[Completion]:
-    """text_completion chunks, one choice each (a choice's echoed prompt first: `echoes`
-    by index); usage last when asked."""
-    cid, created = completion_id or new_id("cmpl"), now()
-
-    def chunk(index: int, text: str, finish: str | None = None,
-              logprobs: CompletionLogprobs | None = None) -> Completion:
-        choice = CompletionChoice(index=index, text=text, finish_reason=finish,
-                                  logprobs=logprobs)
-        return Completion(id=cid, created=created, model=model, choices=[choice])
-
-    lasts: dict[int, GenerationDelta] = {}
-    pending: dict[int, list[TokenLogprobs]] = {}  # tokens whose text is held back so far
-    offsets: dict[int, int] = {}  # where each choice's next token starts in its text
-    async for index, delta in deltas:
-        if delta.finish_reason == "abort":
-            raise aborted(delta)
-        text = delta.text if index in lasts or not echoes else echoes[index] + delta.text
-        if index not in lasts:
-            offsets[index] = len(echoes[index]) if echoes else 0
-        lasts[index] = delta
-        if delta.logprobs:
-            pending.setdefault(index, []).extend(delta.logprobs)
-        if text or delta.finish_reason:
-            tokens = pending.pop(index, None)
-            logprobs = None
-            if tokens:
-                logprobs = completion_logprobs(tokens, offsets[index])
-                offsets[index] += sum(len(t.token) for t in tokens)
-            yield chunk(index, text, delta.finish_reason, logprobs)
-    if include_usage and lasts:
-        yield Completion(id=cid, created=created, model=model, choices=[],
-                         usage=usage_of(lasts, n))
-
-
-async def collect_completion(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int,
-                             echoes: Sequence[str] = (),
-                             completion_id: str | None = None) -> Completion:
-    """One non-streamed text_completion from the whole stream of deltas."""
-    texts, lasts, logprobs = await _collect(deltas)
-    choices = []
-    for i in sorted(lasts):
-        echo = echoes[i] if echoes else ""
-        choices.append(CompletionChoice(
-            index=i, text=echo + texts[i], finish_reason=lasts[i].finish_reason,
-            logprobs=completion_logprobs(logprobs[i], len(echo)) if i in logprobs else None))
-    return Completion(id=completion_id or new_id("cmpl"), model=model, choices=choices,
-                      usage=usage_of(lasts, n))
-
-
-async def _collect(deltas: AsyncIterator[IndexedDelta]) -> tuple[
-        dict[int, str], dict[int, GenerationDelta], dict[int, list[TokenLogprobs]]]:
-    """Each choice's whole text, last delta and token logprobs (for choices that have them);
-    every choice must have finished."""
-    parts: dict[int, list[str]] = {}
-    lasts: dict[int, GenerationDelta] = {}
-    logprobs: dict[int, list[TokenLogprobs]] = {}
-    async for index, delta in deltas:
-        parts.setdefault(index, []).append(delta.text)
-        lasts[index] = delta
-        if delta.logprobs:
-            logprobs.setdefault(index, []).extend(delta.logprobs)
-    for last in lasts.values():
-        if last.finish_reason in (None, "abort"):
-            raise aborted(last)
-    if not lasts:
-        raise aborted(None)
-    return {i: "".join(p) for i, p in parts.items()}, lasts, logprobs

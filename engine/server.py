@@ -24,13 +24,11 @@ from engine.choices import IndexedDelta, generate_choices
 from engine.errors import InvalidRequest
 from engine.http_errors import ClientDisconnected, install_error_handlers, parse_body
 from engine.metrics import EngineMetrics
-from engine.openai_adapter import (
-    EngineInput,
+from engine.openai_adapter import EngineInput, chat_input, completion_input
+from engine.openai_answers import (
     aborted,
-    chat_input,
     collect_chat,
     collect_completion,
-    completion_input,
     stream_chat,
     stream_completion,
 )

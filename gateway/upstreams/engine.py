@@ -1,8 +1,8 @@
 """The bundled engine in the gateway's own process: no HTTP hop, no serialisation.
 
-Requests are turned into prompts and sampling parameters, and engine deltas into OpenAI
-chunks, by `engine.openai_adapter` (the same functions the engine's own server uses); a
-request for `n` choices runs as `n` engine requests (`engine.choices`).
+Requests are turned into prompts and sampling parameters by `engine.openai_adapter`, and
+engine deltas into OpenAI chunks by `engine.openai_answers` (the functions the engine's own
+server uses); a request for `n` choices runs as `n` engine requests (`engine.choices`).
 Closing the chunk iterator closes the engine's delta stream, which aborts the request and
 frees its KV blocks.
 """
@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
-from engine import openai_adapter
+from engine import openai_adapter, openai_answers
 from engine.choices import IndexedDelta, generate_choices
 from engine.errors import InvalidRequest
 from engine.protocol import (
@@ -41,7 +41,7 @@ class EngineUpstream(Upstream):
         inp = openai_adapter.chat_input(request, self.engine.tokenizer, self.engine.max_model_len)
         deltas = self._deltas(inp, ctx)
         try:
-            chunks = openai_adapter.stream_chat(deltas, model=request.model, n=request.n,
+            chunks = openai_answers.stream_chat(deltas, model=request.model, n=request.n,
                                                 include_usage=True)
             async with aclosing(chunks):
                 async for chunk in chunks:
@@ -56,7 +56,7 @@ class EngineUpstream(Upstream):
                                               self.engine.max_model_len)
         deltas = self._deltas(inp, ctx)
         try:
-            chunks = openai_adapter.stream_completion(deltas, model=request.model, n=request.n,
+            chunks = openai_answers.stream_completion(deltas, model=request.model, n=request.n,
                                                       include_usage=True, echoes=inp.echoes())
             async with aclosing(chunks):
                 async for chunk in chunks:
