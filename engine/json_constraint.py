@@ -176,6 +176,10 @@ class JsonConstraint:
         self.token_bytes = token_bytes  # None for tokens that are never part of JSON text
         self.eos_ids = eos_ids
         self.prefix = JsonPrefix()
+        self._allowed: tuple[int, JsonPrefix] | None = None  # the last yes, and its state after
+
+    def _bytes(self, token_id: int) -> bytes | None:
+        return self.token_bytes[token_id] if token_id < len(self.token_bytes) else None
 
     @property
     def complete(self) -> bool:
@@ -184,8 +188,14 @@ class JsonConstraint:
     def allows(self, token_id: int) -> bool:
         if token_id in self.eos_ids:
             return self.prefix.complete
-        raw = self.token_bytes[token_id] if token_id < len(self.token_bytes) else None
-        return bool(raw) and self.prefix.copy().feed_all(raw)  # type: ignore[arg-type]
+        raw = self._bytes(token_id)
+        if not raw:
+            return False
+        trial = self.prefix.copy()
+        if not trial.feed_all(raw):
+            return False
+        self._allowed = (token_id, trial)  # `advance` takes it rather than reading it again
+        return True
 
     def first_allowed(self, candidates: list[int]) -> int | None:
         """The first of `candidates` (best first) that may come next, the end of text once the
@@ -199,6 +209,10 @@ class JsonConstraint:
 
     def advance(self, token_id: int) -> None:
         """Take in the token that was sampled (one `allows` said yes to)."""
-        raw = self.token_bytes[token_id] if token_id < len(self.token_bytes) else None
+        allowed, self._allowed = self._allowed, None
+        if allowed is not None and allowed[0] == token_id:
+            self.prefix = allowed[1]
+            return
+        raw = self._bytes(token_id)
         if raw and token_id not in self.eos_ids:
             self.prefix.feed_all(raw)

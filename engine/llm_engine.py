@@ -77,7 +77,7 @@ class LLMEngine:
         seq.detokenizer = IncrementalDetokenizer(self.tokenizer)
         seq.stop_checker = StopChecker(params, self.eos_token_ids, self.max_model_len)
         if params.json_object:
-            seq.constraint = JsonConstraint(self.tokenizer.text_token_bytes(),
+            seq.constraint = JsonConstraint(self.tokenizer.text_token_bytes,
                                             self.eos_token_ids)
         return seq
 

@@ -112,9 +112,10 @@ async def stream_completion(deltas: AsyncIterator[IndexedDelta], *, model: str, 
     async for index, delta in deltas:
         if delta.finish_reason == "abort":
             raise aborted(delta)
-        text = delta.text if index in lasts or not echoes else echoes[index] + delta.text
-        if index not in lasts:
-            offsets[index] = len(echoes[index]) if echoes else 0
+        text = delta.text
+        if index not in lasts:  # the choice's first delta: its echoed prompt goes first
+            echo = echoes[index] if echoes else ""
+            text, offsets[index] = echo + text, len(echo)
         lasts[index] = delta
         if delta.logprobs:
             pending.setdefault(index, []).extend(delta.logprobs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from jinja2.exceptions import TemplateError
@@ -91,15 +92,11 @@ class Tokenizer:
             return bytes(_BYTE_OF_CHAR[ch] for ch in piece)
         return self.decode([token_id], skip_special_tokens=False).encode()
 
+    @cached_property
     def text_token_bytes(self) -> list[bytes | None]:
-        """`token_bytes` of every id, None for special tokens (they are not text); built once."""
-        table = self.__dict__.get("_text_token_bytes")
-        if table is None:
-            special = {i for i, t in self.backend.get_added_tokens_decoder().items() if t.special}
-            table = [None if i in special else self.token_bytes(i)
-                     for i in range(self.vocab_size)]
-            self.__dict__["_text_token_bytes"] = table
-        return table
+        """`token_bytes` of every id, None for special tokens (they are not text)."""
+        special = {i for i, t in self.backend.get_added_tokens_decoder().items() if t.special}
+        return [None if i in special else self.token_bytes(i) for i in range(self.vocab_size)]
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         ids = self.backend.encode(text, add_special_tokens=False).ids
