@@ -30,6 +30,19 @@ def row_argmax(x: Tensor) -> Tensor:
     return best * ARGMAX_CHUNK + within
 
 
+def sampled_first(top: list[tuple[int, float]], token: int,
+                  logprob: float) -> list[tuple[int, float]]:
+    """`top` (token, logprob) pairs, best first, with the sampled `token` first among those
+    it ties: topk orders equal values arbitrarily (bf16 logits tie often), and an answer
+    whose greedy token is listed second looks wrong. A tied `token` that topk left out
+    takes the last tied place."""
+    if not top or logprob < top[-1][1]:
+        return top
+    if all(tid != token for tid, _ in top):
+        top = [*top[:-1], (token, logprob)]
+    return sorted(top, key=lambda pair: (-pair[1], pair[0] != token))
+
+
 class Sampler:
     """Vectorised over the batch; per-row work only for penalties and seeded noise."""
 
@@ -91,11 +104,9 @@ class Sampler:
         k = max(seqs[row].params.logprobs or 0 for row in rows)
         top_values, top_ids = (t.tolist() for t in logprobs.topk(k, dim=-1))
         for i, row in enumerate(rows):
-            seq = seqs[row]
-            count = seq.params.logprobs or 0
-            seq.sampled_logprobs = (chosen[i],
-                                    list(zip(top_ids[i][:count], top_values[i][:count],
-                                             strict=True)))
+            count = seqs[row].params.logprobs or 0
+            top = list(zip(top_ids[i][:count], top_values[i][:count], strict=True))
+            seqs[row].sampled_logprobs = (chosen[i], sampled_first(top, token_ids[row], chosen[i]))
 
     def _apply_penalties(self, logits: Tensor, seqs: list[Sequence]) -> Tensor:
         """OpenAI semantics: logit -= frequency * count + presence * (count > 0)."""

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from engine.sampler import Sampler, row_argmax
+from engine.sampler import Sampler, row_argmax, sampled_first
 from engine.sampling_params import SamplingParams
 from engine.sequence import Sequence
 
@@ -112,3 +112,26 @@ def test_logprobs_are_the_models_own_for_rows_that_ask() -> None:
     assert seqs[1].sampled_logprobs is None
     chosen, top = seqs[2].sampled_logprobs
     assert math.isclose(chosen, math.log([0.5, 0.3, 0.2][tokens[2]]), rel_tol=1e-5) and top == []
+
+
+def test_sampled_token_is_listed_first_among_equal_logprobs() -> None:
+    # four tokens tie at the top; greedy takes the first index (2) and whichever order
+    # topk returns them in, the listing starts with the token that was sampled
+    logits = torch.full((1, 600), -10.0)
+    logits[0, [2, 7, 300, 599]] = 1.0
+    seqs = seqs_with([SamplingParams(temperature=0, logprobs=3)])
+    sampler = Sampler(CPU)
+    tokens = sampler(logits, seqs)
+    sampler.record_logprobs(logits, tokens, seqs)
+    chosen, top = seqs[0].sampled_logprobs
+    assert tokens == [2] and top[0] == (2, chosen) and len(top) == 3
+    assert {tid for tid, _ in top} <= {2, 7, 300, 599}
+
+
+def test_sampled_first_orders_ties_only() -> None:
+    top = [(5, -1.0), (9, -1.0), (4, -2.0)]
+    assert sampled_first(top, 9, -1.0) == [(9, -1.0), (5, -1.0), (4, -2.0)]
+    assert sampled_first(top, 4, -2.0) == [(5, -1.0), (9, -1.0), (4, -2.0)]
+    assert sampled_first(top, 8, -3.0) == top                # below the list: unchanged
+    assert sampled_first([(5, -1.0), (9, -1.0)], 3, -1.0) == [(3, -1.0), (5, -1.0)]
+    assert sampled_first([], 3, -1.0) == []
