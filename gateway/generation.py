@@ -71,7 +71,8 @@ async def serve_generation(app: GatewayApp, scope: Scope, receive: Receive, send
         raw = await receive_body(receive, headers.get("content-length"),
                                  state.config.limits.max_body_bytes)
         body = parse_model(raw, model)
-        ctx = build_context(request, kind, body, route_name, tenant, headers=headers)
+        route = state.routes.resolve(body.model, route_name)
+        ctx = build_context(request, kind, body, route, tenant, headers=headers)
         ctx.client_json = raw
         watch = ClientWatch(receive)
         await write_answer(ctx, state.pipeline, out)
