@@ -42,6 +42,9 @@ Chunk = ChatCompletionChunk | Completion
 
 
 class Pipeline:
+    """The request path above; also the transform stage's way upstream (`forward`,
+    `forward_part`: its `Forwarder`)."""
+
     def __init__(self, upstreams: dict[str, Upstream], cache: CacheStage,
                  transforms: TransformStage, metrics: GatewayMetrics) -> None:
         self.upstreams = upstreams
@@ -155,13 +158,14 @@ class Pipeline:
         later(self._count_cache, ctx)
         if answer is not None:
             return replay(answer, ctx.body.model, split)
+        return self.transforms.run(ctx, self)
 
-        def forward(request: Any, cached: bool = False) -> AsyncIterator[Chunk]:
-            if cached and ctx.route.caching_enabled():
-                return self._through_cache(ctx, request)
-            return self.forward(ctx, request)
-
-        return self.transforms.run(ctx, forward)
+    def forward_part(self, ctx: RequestContext, request: Any) -> AsyncIterator[Chunk]:
+        """One part of a decomposed request (`transform_stage.Forwarder`): through the caches
+        when the route caches, else straight upstream."""
+        if ctx.route.caching_enabled():
+            return self._through_cache(ctx, request)
+        return self.forward(ctx, request)
 
     async def _through_cache(self, ctx: RequestContext, request: Any) -> AsyncIterator[Chunk]:
         """A sub-request (a decomposed part) looked up and stored like a request of its own,
