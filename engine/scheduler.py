@@ -16,14 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from engine.block_manager import KVCacheManager
-from engine.sequence import Sequence, SequenceStatus
-
-
-@dataclass
-class ScheduledSequence:
-    seq: Sequence
-    num_new_tokens: int  # tokens to compute this step, starting at seq.num_computed_tokens
-    samples: bool  # this step computes the sequence's last token, so it samples the next
+from engine.sequence import ScheduledSequence, Sequence, SequenceStatus
 
 
 @dataclass
