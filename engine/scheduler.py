@@ -78,6 +78,7 @@ class Scheduler:
             else:
                 chosen[seq] = num_new
                 budget -= num_new
+                assert budget >= 0, f"step budget overspent on {seq}"
         if not preempted:
             budget = self._admit_waiting(chosen, budget)
             self._top_up_prefills(chosen, budget)
@@ -89,6 +90,8 @@ class Scheduler:
         """Record that the scheduled tokens were computed (their K/V is in the cache now)."""
         for item in output.scheduled:
             item.seq.num_computed_tokens += item.num_new_tokens
+            assert item.seq.num_computed_tokens <= item.seq.num_tokens, \
+                f"{item.seq}: computed tokens it does not have"
             self.kv.cache_full_blocks(item.seq)
 
     def finish(self, seq: Sequence, reason: str) -> None:
@@ -100,6 +103,14 @@ class Scheduler:
         seq.status = SequenceStatus.FINISHED
         seq.finish_reason = reason
         self.kv.free(seq)
+
+    def check(self) -> None:
+        """Audit the queues and the KV pool together (`KVCacheManager.check`): for tests."""
+        assert len(self.running) <= self.max_num_seqs, self.running
+        assert all(seq.status is SequenceStatus.RUNNING for seq in self.running), self.running
+        assert all(seq.status is SequenceStatus.WAITING and not seq.block_table
+                   for seq in self.waiting), self.waiting
+        self.kv.check(self.running)
 
     def abort(self, request_id: str) -> Sequence | None:
         for seq in [*self.running, *self.waiting]:
