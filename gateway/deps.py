@@ -6,9 +6,9 @@ OpenAI-style error before anything reaches a cache or an upstream: too large (41
 `Content-Length` and on the bytes actually received), not UTF-8, not JSON, wrong fields (400).
 
 The gateway's parts live on `app.state` (set by `gateway/app.py`); the providers at the end
-of this file are the only code that reads them there. Routers take the typed aliases
-(`routes: RoutesDep`), so the types are checked and a test can swap a part with
-`app.dependency_overrides[get_routes] = ...`.
+of this file read them there (and `gateway/auth.py`'s `require_tenant` / `require_admin` the
+authenticator). Routers take the typed aliases (`routes: RoutesDep`), so the types are
+checked and a test can swap a part with `app.dependency_overrides[get_routes] = ...`.
 """
 
 from __future__ import annotations
