@@ -82,7 +82,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         direct = self.limit_concurrency is None and not self.root_path
         self.gateway = find_gateway(self.app) if direct else None
         if self.gateway is not None:
-            self.body_limit: int = self.gateway.state.config.limits.max_body_bytes
+            self.body_limit: int = self.gateway.generation.max_body_bytes
 
     def on_headers_complete(self) -> None:
         target = self._direct_target()
@@ -177,8 +177,8 @@ class DirectExchange:
 
     async def _run(self) -> None:
         try:
-            await serve_generation(self.protocol.gateway, self.scope, self.receive, self.send,
-                                   *self.target)
+            await serve_generation(self.protocol.gateway.generation, self.scope, self.receive,
+                                   self.send, *self.target)
         except asyncio.CancelledError:
             self.protocol.transport.close()  # the server is shutting down
             raise

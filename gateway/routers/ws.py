@@ -25,7 +25,9 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from engine.protocol import APIError, ChatCompletionRequest
-from gateway.deps import build_context, parse_model
+from gateway.deps import AuthDep, ConfigDep, PipelineDep, RoutesDep, build_context, parse_model
+from gateway.pipeline import Pipeline
+from gateway.routing import RouteTable
 
 router = APIRouter(tags=["websocket"])
 log = logging.getLogger("headstart.gateway")
@@ -72,26 +74,27 @@ class SocketReader:
 
 @router.websocket("/v1/ws")
 @router.websocket("/r/{route_name}/v1/ws")
-async def chat_socket(websocket: WebSocket, route_name: str | None = None) -> None:
-    state = websocket.app.state
+async def chat_socket(websocket: WebSocket, auth: AuthDep, config: ConfigDep, routes: RoutesDep,
+                      pipeline: PipelineDep, route_name: str | None = None) -> None:
     session_id = (websocket.query_params.get("session_id")
                   or websocket.headers.get("x-session-id") or f"ws-{uuid.uuid4().hex[:16]}")
     await websocket.accept()
     try:
-        tenant = state.auth.tenant_for(websocket)
+        tenant = auth.tenant_for(websocket)
     except APIError as e:
         await websocket.send_text(_error(e))
         await websocket.close(code=POLICY_VIOLATION, reason=e.message[:120])
         return
     await websocket.send_text(json.dumps({"type": "session", "session_id": session_id}))
-    limit = state.config.limits.max_body_bytes
+    limit = config.limits.max_body_bytes
     reader = SocketReader(websocket)
     try:
         while (message := await reader.next()) is not None:
             raw = message.get("bytes") or (message.get("text") or "").encode()
             reader.answering = asyncio.current_task()
             try:
-                await _answer(websocket, raw, limit, route_name, tenant, session_id)
+                await _answer(websocket, pipeline, routes, raw, limit, route_name, tenant,
+                              session_id)
             except asyncio.CancelledError:
                 if not reader.closed:
                     raise  # the server is shutting down
@@ -107,8 +110,9 @@ async def chat_socket(websocket: WebSocket, route_name: str | None = None) -> No
         await reader.close()
 
 
-async def _answer(websocket: WebSocket, raw: bytes, limit: int, route_name: str | None,
-                  tenant: str | None, session_id: str) -> None:
+async def _answer(websocket: WebSocket, pipeline: Pipeline, routes: RouteTable, raw: bytes,
+                  limit: int, route_name: str | None, tenant: str | None,
+                  session_id: str) -> None:
     """One request on the socket: chunks, then `done` (or an `error` message)."""
     ctx = None
     try:
@@ -116,8 +120,9 @@ async def _answer(websocket: WebSocket, raw: bytes, limit: int, route_name: str 
             raise APIError(413, f"Message too large: the limit is {limit} bytes",
                            code="request_too_large")
         body = parse_model(raw, ChatCompletionRequest)
-        ctx = build_context(websocket, "chat", body, route_name, tenant, session_id=session_id)
-        chunks = websocket.app.state.pipeline.run(ctx)
+        route = routes.resolve(body.model, route_name)
+        ctx = build_context(websocket, "chat", body, route, tenant, session_id=session_id)
+        chunks = pipeline.run(ctx)
         async with aclosing(chunks):  # the client leaving mid-answer aborts the upstream
             async for chunk in chunks:
                 await websocket.send_text(chunk.model_dump_json())
