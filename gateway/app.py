@@ -3,7 +3,8 @@
 The lifespan loads the in-process engine when an upstream is `kind: engine` (in a worker
 thread: loading weights takes seconds), opens the upstreams, creates the cache and transform
 stages, and closes all of it at shutdown. Everything lives on `app.state`: `config`,
-`routes`, `auth`, `metrics`, `engine`, `upstreams`, `cache`, `transforms`, `pipeline`.
+`routes`, `auth`, `metrics`, `engine`, `upstreams`, `cache`, `transforms`, `pipeline`,
+`engine_metrics` (the in-process engine's own series) and `dashboard` (its data feed).
 The generation endpoints are served in front of FastAPI (`GatewayApp`), the rest by it.
 """
 
@@ -21,17 +22,19 @@ from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from engine.metrics import EngineMetrics
 from gateway.auth import Authenticator
 from gateway.cache_stage import CacheStage
 from gateway.config import DEFAULT_MODEL_NAME, ConfigError, GatewayConfig, UpstreamConfig
 from gateway.config import default_config as embedded_default
 from gateway.cors import CorsPolicy
+from gateway.dashboard.data import DashboardFeed
 from gateway.deps import pick_request_id
 from gateway.errors import install_error_handlers
 from gateway.generation import match, serve_generation
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Pipeline
-from gateway.routers import admin, embeddings, health, models, ws
+from gateway.routers import admin, dashboard, embeddings, health, models, ws
 from gateway.routing import RouteTable
 from gateway.transform_stage import TransformStage
 from gateway.upstreams import build_upstreams
@@ -74,7 +77,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     config: GatewayConfig = state.config
     engine_up = config.engine_upstream()
     state.engine = await asyncio.to_thread(load_engine, engine_up) if engine_up else None
-    state.upstreams = build_upstreams(config, state.engine)
+    state.engine_metrics = EngineMetrics(state.engine) if state.engine is not None else None
+    if state.engine_metrics is not None:  # the engine's own series on the gateway's /metrics
+        state.metrics.watch_engine(state.engine_metrics.registry)
+    state.upstreams = build_upstreams(config, state.engine, state.engine_metrics)
     for upstream in state.upstreams.values():
         await upstream.start()
     state.cache = await CacheStage.create(config)
@@ -144,12 +150,15 @@ def create_app(config: GatewayConfig | None = None) -> GatewayApp:
     app.state.routes = RouteTable(config)
     app.state.auth = Authenticator(config.auth)
     app.state.metrics = GatewayMetrics()
+    app.state.dashboard = DashboardFeed(config, app.state.metrics.registry, guarded=not (
+        app.state.auth.open and app.state.auth.admin_key is None))
     app.state.engine = None
     app.cors = CorsPolicy.from_config(config.cors)
     install_error_handlers(app)
     for module in (models, embeddings, ws, health):
         app.include_router(module.router)
     app.include_router(admin.router)
+    app.include_router(dashboard.router)
     if app.cors is not None:
         app.add_middleware(CORSMiddleware, **app.cors.middleware_options())
     app.add_middleware(RequestIdMiddleware)
