@@ -10,14 +10,17 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
+from fastapi import Depends
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.types import Receive, Scope
 
 from engine.protocol import APIError, ChatCompletionRequest, CompletionRequest
 from gateway.context import CacheControl, RequestContext
+from gateway.dashboard.access import check_dashboard_access
+from gateway.dashboard.data import DashboardFeed
 from gateway.errors import from_pydantic
 
 M = TypeVar("M", bound=BaseModel)
@@ -153,3 +156,16 @@ def build_context(
         session_id=session_id or headers.get("x-session-id") or body.session_id,
         cache_control=cache_control,
     )
+
+
+def dashboard_access(conn: HTTPConnection) -> None:
+    """The admin key, from a header or the dashboard's session cookie (401/403 otherwise)."""
+    check_dashboard_access(conn, conn.app.state.auth)
+
+
+def dashboard_feed(conn: HTTPConnection) -> DashboardFeed:
+    return conn.app.state.dashboard
+
+
+DashboardAccess = Annotated[None, Depends(dashboard_access)]
+DashboardData = Annotated[DashboardFeed, Depends(dashboard_feed)]
