@@ -146,6 +146,7 @@ class GatewayMetrics:
                                      ["route"])
         self.registry.register(_LabelledCollector(metrics))
         self._cache_collector: CacheStatsCollector | None = None
+        self._engines: EngineSeries | None = None
 
     def watch_cache(self, snapshot: Callable[[], dict[str, dict[str, int]]]) -> None:
         """Export the cache counters `snapshot()` returns ({route: {counter: n}}) at scrape
@@ -159,7 +160,10 @@ class GatewayMetrics:
         """Export an in-process engine's own series (`engine.metrics.EngineMetrics.registry`,
         the names `headstart engine` serves) with the gateway's; `upstream` labels them when
         the gateway runs more than one engine."""
-        self.registry.register(EngineSeries(registry, upstream))
+        if self._engines is None:
+            self._engines = EngineSeries()
+            self.registry.register(self._engines)
+        self._engines.sources[upstream] = registry
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -196,20 +200,27 @@ class CacheStatsCollector:
 
 
 class EngineSeries:
-    """Every family of an engine's registry, unchanged or with an `upstream` label added."""
+    """The families of one or more engine registries. One engine's go out unchanged; with
+    several, each sample gets an `upstream` label and same-named families are merged (the
+    text format allows one family per name)."""
 
-    def __init__(self, registry: CollectorRegistry, upstream: str | None) -> None:
-        self.source, self.upstream = registry, upstream
+    def __init__(self) -> None:
+        self.sources: dict[str | None, CollectorRegistry] = {}
 
     def describe(self) -> list[Any]:
         return []  # unchecked collector, like CacheStatsCollector
 
     def collect(self) -> Iterator[Metric]:
-        for family in self.source.collect():
-            if self.upstream is None:
-                yield family
-                continue
-            labelled = Metric(family.name, family.documentation, family.type, family.unit)
-            labelled.samples = [s._replace(labels={**s.labels, "upstream": self.upstream})
-                                for s in family.samples]
-            yield labelled
+        if list(self.sources) == [None]:
+            yield from self.sources[None].collect()
+            return
+        merged: dict[str, Metric] = {}
+        for upstream, registry in self.sources.items():
+            for family in registry.collect():
+                into = merged.get(family.name)
+                if into is None:
+                    into = merged[family.name] = Metric(family.name, family.documentation,
+                                                        family.type, family.unit)
+                into.samples += [s._replace(labels={**s.labels, "upstream": upstream or ""})
+                                 for s in family.samples]
+        yield from merged.values()
