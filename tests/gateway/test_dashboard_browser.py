@@ -14,6 +14,7 @@ from collections import defaultdict
 import httpx
 import openai
 import pytest
+from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.processes import free_port
@@ -45,6 +46,23 @@ def gw():
     }).start()
     yield server
     server.stop()
+
+
+def add_endpoint_series(gateway: GatewayThread) -> None:
+    """Per-endpoint series as a fleet upstream exports them (`headstart_endpoint_*`, labels
+    upstream and endpoint), in the gateway's registry: the page reads them by their shape."""
+    registry = gateway.app.state.metrics.registry
+    labels = ["upstream", "endpoint"]
+    requests = Counter("headstart_endpoint_requests", "d", [*labels, "outcome"],
+                       registry=registry)
+    requests.labels("fleet", "http://e1:8001/v1", "ok").inc(5)
+    requests.labels("fleet", "http://e1:8001/v1", "error").inc(2)
+    requests.labels("fleet", "http://e2:8001/v1", "ok").inc(3)
+    Gauge("headstart_endpoint_in_flight", "d", labels, registry=registry).labels(
+        "fleet", "http://e2:8001/v1").set(4)
+    latency = Histogram("headstart_endpoint_ttft_seconds", "d", labels, buckets=(0.1, 0.5),
+                        registry=registry)
+    latency.labels("fleet", "http://e1:8001/v1").observe(0.05)
 
 
 def send_known_traffic(base_url: str) -> list[str]:
@@ -132,6 +150,7 @@ def submit_login(page, key: str) -> None:
 
 def test_the_page_shows_what_metrics_says(gw, tmp_path):
     base = gw.base_url
+    add_endpoint_series(gw)
     with Chromium.launch(tmp_path / "profile") as browser:
         page = browser.page(width=1400, height=1000)
         page.goto(base + "/dashboard")
@@ -206,12 +225,25 @@ def test_the_page_shows_what_metrics_says(gw, tmp_path):
     assert shown["tile-kv"] == [str(round(used)), f"{used:.0f} / {pool:.0f}"]
     assert_shows(shown, "tile-queue", m.total("headstart_engine_num_requests_waiting"))
 
+    # per-endpoint series, read generically: one row per (upstream, endpoint)
+    e1, e2 = "endpoint/fleet/http://e1:8001/v1/", "endpoint/fleet/http://e2:8001/v1/"
+    assert_shows(shown, e1 + 'headstart_endpoint_requests/{"outcome":"ok"}', 5)
+    assert_shows(shown, e1 + 'headstart_endpoint_requests/{"outcome":"error"}', 2)
+    assert_shows(shown, e2 + 'headstart_endpoint_requests/{"outcome":"ok"}', 3)
+    assert_shows(shown, e2 + "headstart_endpoint_in_flight/{}", 4)
+    assert_shows(shown, e1 + "headstart_endpoint_in_flight/{}", 0)
+    raw, text = shown[e1 + "headstart_endpoint_ttft_seconds/{}"]  # one in (0, 0.1]: p95 0.095
+    assert float(raw) == pytest.approx(m.quantile(0.95, "headstart_endpoint_ttft_seconds",
+                                                  endpoint="http://e1:8001/v1")) == 0.095
+    assert text == "95 ms (1)"
+    assert shown[e2 + "headstart_endpoint_ttft_seconds/{}"] == ["", "– (0)"]
+
     # the tiles' last minute holds all the traffic (the page's first poll came before it)
     if window_s < 50:
         assert_shows(shown, "tile-ttft-p95", m.quantile(0.95, "headstart_gateway_ttft_seconds"))
         assert_shows(shown, "tile-ttft-p50", m.quantile(0.5, "headstart_gateway_ttft_seconds"))
         assert_shows(shown, "tile-cache", 2 / 8)
-        assert shown["tile-rate-sub"][1] == "8 requests, 1 errors in the last minute"
+        assert shown["tile-rate-sub"][1] == "8 requests (1 failed) in the last minute"
         prefix = (m.total("headstart_engine_prefix_hit_tokens_total")
                   / m.total("headstart_engine_prompt_tokens_total"))
         assert_shows(shown, "tile-prefix", prefix)

@@ -13,6 +13,7 @@
   let setup = null, charts = null;
 
   const $ = (id) => document.getElementById(id);
+  const clock = (t) => new Date(t * 1000).toLocaleTimeString([], {hour12: false});
   const lastT = () => (polls.length ? polls[polls.length - 1].t : Date.now() / 1000);
   const ms = (s) => (s == null ? "–" : `${s * 1000 < 10 ? (s * 1000).toFixed(1) : Math.round(s * 1000)} ms`);
   const pct = (r) => (r == null ? "–" : `${(100 * r).toFixed(1)}%`);
@@ -52,8 +53,8 @@
     const errors = (p) => M.total(p.f, G + "requests", {outcome: "error"});
     const rate = span > 0 ? (requests(now) - requests(r)) / span : null;
     show($("tile-rate"), rate, rate == null ? "–" : rate.toFixed(2));
-    $("tile-rate-sub").textContent = `${num(requests(now) - requests(w))} requests, ` +
-      `${num(errors(now) - errors(w))} errors in the last minute`;
+    $("tile-rate-sub").textContent = `${num(requests(now) - requests(w))} requests ` +
+      `(${num(errors(now) - errors(w))} failed) in the last minute`;
 
     const h = ttftOver(now, w), p50 = M.quantile(0.5, h), p95 = M.quantile(0.95, h);
     const slo = setup.slo_ms / 1000;
@@ -180,6 +181,7 @@
     })]) {
       const th = document.createElement("th");
       th.textContent = title.trim();
+      if (head.cells.length < 2) th.className = "text";
       head.appendChild(th);
     }
     $("endpoints").tHead.replaceChildren(head);
@@ -230,7 +232,7 @@
   function makeCharts() {
     // series: [label, colour, dash, scale]; a second scale gets its own axis on the right
     const chart = (id, series, yLabel, right) => {
-      const el = $(id), axes = [{}, {label: yLabel, size: 60}];
+      const el = $(id), axes = [{space: 90, values: (u, ticks) => ticks.map(clock)}, {label: yLabel, size: 60}];
       if (right) axes.push({scale: right, label: right, side: 1, size: 50, grid: {show: false}});
       return new uPlot({
         width: Math.max(300, el.clientWidth), height: 200, legend: {live: false},
@@ -310,7 +312,7 @@
       render();
       const status = $("status");
       status.className = "status";
-      status.textContent = `updated ${new Date(data.t * 1000).toLocaleTimeString()} · every ${setup.refresh_s} s`;
+      status.textContent = `updated ${clock(data.t)} · every ${setup.refresh_s} s`;
       status.dataset.polls = String((Number(status.dataset.polls) || 0) + 1);
     } catch (e) {
       $("status").className = "status down";
