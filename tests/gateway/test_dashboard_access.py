@@ -4,10 +4,12 @@ gateway has API keys but no admin key. And the page's assets come from the packa
 
 from __future__ import annotations
 
+import tomllib
+
 import httpx
 import pytest
 
-from bench.processes import free_port
+from bench.processes import REPO, free_port
 from gateway.config import ConfigError, GatewayConfig
 from gateway.dashboard.access import COOKIE, session_token
 from tests.gateway.conftest import GatewayThread
@@ -130,3 +132,15 @@ def test_only_the_listed_assets_are_served(guarded):
         assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
     r = httpx.get(f"{guarded}/dashboard/static/..%2F__init__.py")  # no route: the router's 404
     assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
+
+
+def test_every_asset_ships_as_package_data():
+    """A wheel (not only an editable install) carries the page: pyproject's globs cover
+    every file under gateway/dashboard/static."""
+    package = REPO / "gateway" / "dashboard"
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    globs = pyproject["tool"]["setuptools"]["package-data"]["gateway.dashboard"]
+    files = {p.relative_to(package).as_posix() for p in (package / "static").rglob("*")
+             if p.is_file()}
+    shipped = {p.relative_to(package).as_posix() for g in globs for p in package.glob(g)}
+    assert len(files) >= 9 and shipped == files
