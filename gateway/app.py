@@ -54,20 +54,26 @@ def load_engine(up: UpstreamConfig) -> Any:
     return AsyncEngine(engine_config)
 
 
+_STEP_THREADS: list[Any] = []  # the live in-process engines' executors, newest last
+
+
 def share_step_thread(engine: Any) -> Callable[[], None]:
     """With the bundled engine on this CPU, the shared embedder encodes on the engine's step
     thread, between steps (engine/step_executor.py): run beside a step instead, it takes cores
-    from the step's threads mid-op and slows every running stream. Returns the undo."""
+    from the step's threads mid-op and slows every running stream. Returns the undo, which
+    hands the embedder to the newest engine still running (several apps in one process)."""
     if engine is None or not engine.on_cpu:
         return lambda: None
     from cache.embedder import Embedder
 
     embedder = Embedder.shared()
     embedder.executor = engine.executor
+    _STEP_THREADS.append(engine.executor)
 
     def undo() -> None:
+        _STEP_THREADS.remove(engine.executor)
         if embedder.executor is engine.executor:
-            embedder.executor = None
+            embedder.executor = _STEP_THREADS[-1] if _STEP_THREADS else None
     return undo
 
 
