@@ -28,6 +28,8 @@ router = APIRouter(prefix="/dashboard", tags=["dashboard"])
 STATIC = resources.files("gateway.dashboard") / "static"
 ASSETS = {  # name -> media type; each read once, on its first request
     "metrics.js": "text/javascript; charset=utf-8",
+    "view.js": "text/javascript; charset=utf-8",
+    "tables.js": "text/javascript; charset=utf-8",
     "dashboard.js": "text/javascript; charset=utf-8",
     "dashboard.css": "text/css; charset=utf-8",
     "uPlot.iife.min.js": "text/javascript; charset=utf-8",

@@ -117,6 +117,8 @@ def test_bad_dashboard_settings_stop_the_config(bad):
     ("uPlot.iife.min.js", "text/javascript", b"/*! https://github.com/leeoniya/uPlot (v1.6.32) */"),
     ("uPlot.min.css", "text/css", b".uplot"),
     ("metrics.js", "text/javascript", b"// Reading /dashboard/data"),
+    ("view.js", "text/javascript", b"// What the page shows"),
+    ("tables.js", "text/javascript", b"// The tables, all since"),
     ("dashboard.js", "text/javascript", b"// The live page"),
     ("dashboard.css", "text/css", b"/* Headstart dashboard"),
 ])
