@@ -18,7 +18,9 @@ SYSTEM = "You are a careful assistant who answers in one short sentence. " * 8
 
 @pytest.fixture(scope="module")
 def embedded():
-    server = GatewayThread(default_config()).start()
+    config = default_config()  # what `make serve` runs, with a smaller KV pool for the suite
+    config.upstreams["local"].engine = {"kv_cache_memory_mb": 128}
+    server = GatewayThread(config).start()
     yield server
     server.stop()
 
