@@ -20,8 +20,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from engine.protocol import APIError
-from gateway.dashboard.access import end_session, start_session
-from gateway.deps import DashboardAccess, DashboardData, dashboard_access, read_body
+from gateway.dashboard.access import check_dashboard_access, end_session, start_session
+from gateway.deps import AuthDep, DashboardAccess, DashboardData, read_body
 
 router = APIRouter(prefix="/dashboard", tags=["dashboard"])
 
@@ -69,19 +69,18 @@ def _login_page(message: str, status: int) -> HTMLResponse:
 
 
 @router.get("")
-async def page(request: Request) -> Response:
+async def page(request: Request, auth: AuthDep) -> Response:
     try:
-        dashboard_access(request)
+        check_dashboard_access(request, auth)
     except APIError as e:
         return _refusal(e, tried=False)
     return HTMLResponse(_asset("index.html"), headers=PAGE_HEADERS)
 
 
 @router.post("/login")
-async def login(request: Request) -> Response:
+async def login(request: Request, auth: AuthDep) -> Response:
     form = parse_qs((await read_body(request, LOGIN_BODY_LIMIT)).decode("utf-8", "replace"))
     key = (form.get("key") or [""])[0]
-    auth = request.app.state.auth
     try:
         auth.check_admin_key(key)
     except APIError as e:
