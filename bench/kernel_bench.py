@@ -20,8 +20,9 @@ from collections.abc import Callable
 import torch
 
 from engine.kernels.build import kernels
+from engine.onednn_weight import PackedBf16
 from engine.weights import load_model
-from engine.weights.packed import PackedBf16, PackedInt8
+from engine.weights.packed import PackedInt8
 
 LINEARS = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
 
