@@ -31,7 +31,7 @@ namespace {
 
 constexpr int64_t kTile = 16;       // keys per packed tile: one zmm of fp32 scores
 constexpr int64_t kQueryBlock = 16; // positions per task
-constexpr int kRowBlock = 4;        // query rows sharing each key-tile load
+constexpr int kRowBlock = 4;        // query rows sharing each key and value load
 
 struct Packed {
   const uint32_t* keys;    // [Hkv][tiles][D/2][16]
@@ -66,8 +66,9 @@ void tile_step(Row* rows, const Packed& kv, int64_t h, int64_t t, float scale) {
     for (int r = 0; r < RB; ++r)
       s[r] = _mm512_dpbf16_ps(s[r], (__m512bh)_mm512_set1_epi32(rows[r].q[i]), k);
   }
-  const uint32_t* vt = kv.value_tile(h, t);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  alignas(64) uint32_t pairs[RB][kTile / 2];  // each row's p as bf16 pairs of keys
+  __m512 alpha[RB];
   for (int r = 0; r < RB; ++r) {
     Row& row = rows[r];
     __m512 x = _mm512_mul_ps(s[r], _mm512_set1_ps(scale));
@@ -77,20 +78,24 @@ void tile_step(Row* rows, const Packed& kv, int64_t h, int64_t t, float scale) {
       x = _mm512_mask_blend_ps(keep, _mm512_set1_ps(-INFINITY), x);
     }
     const float top = std::max(row.max, _mm512_reduce_max_ps(x));
-    const float alpha = std::exp(row.max - top);
+    const float a = top == row.max ? 1.f : std::exp(row.max - top);  // rescale only on a new max
     const __m512 p = simd::exp(_mm512_sub_ps(x, _mm512_set1_ps(top)));
-    row.sum = row.sum * alpha + _mm512_reduce_add_ps(p);
+    row.sum = row.sum * a + _mm512_reduce_add_ps(p);
     row.max = top;
-    alignas(64) uint32_t pairs[kTile / 2];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(pairs), (__m256i)_mm512_cvtneps_pbh(p));
-    const __m512 a = _mm512_set1_ps(alpha);
-    for (int64_t c = 0; c < D; c += 16) {
-      __m512 o = _mm512_mul_ps(_mm512_loadu_ps(row.acc + c), a);
-      for (int64_t j = 0; j < kTile / 2; ++j)
-        o = _mm512_dpbf16_ps(o, (__m512bh)_mm512_set1_epi32(pairs[j]),
-                             (__m512bh)_mm512_loadu_si512(vt + j * D + c));
-      _mm512_storeu_ps(row.acc + c, o);
+    alpha[r] = _mm512_set1_ps(a);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(pairs[r]), (__m256i)_mm512_cvtneps_pbh(p));
+  }
+  // p.v, 16 dims at a time: each value pair is loaded once for all RB rows
+  const uint32_t* vt = kv.value_tile(h, t);
+  for (int64_t c = 0; c < D; c += 16) {
+    __m512 o[RB];
+    for (int r = 0; r < RB; ++r) o[r] = _mm512_mul_ps(_mm512_loadu_ps(rows[r].acc + c), alpha[r]);
+    for (int64_t j = 0; j < kTile / 2; ++j) {
+      const __m512bh v = (__m512bh)_mm512_loadu_si512(vt + j * D + c);
+      for (int r = 0; r < RB; ++r)
+        o[r] = _mm512_dpbf16_ps(o[r], (__m512bh)_mm512_set1_epi32(pairs[r][j]), v);
     }
+    for (int r = 0; r < RB; ++r) _mm512_storeu_ps(rows[r].acc + c, o[r]);
   }
 }
 
