@@ -126,10 +126,11 @@ class AttentionPlan:
 
     @classmethod
     def build(cls, meta: AttentionMetadata, block_size: int, device: torch.device,
-              token_queries: bool = False) -> AttentionPlan:
+              token_queries: bool = False, kernel_prefills: bool = False) -> AttentionPlan:
         """`token_queries`: the compiled kernels can serve this step's layers; a small step
-        then gets only `tokens`, a larger one kernel prefill chunks, and neither the torch
-        path's gathers and masks."""
+        then gets only `tokens`, and none of the torch path's gathers and masks.
+        `kernel_prefills`: so can prefill_attention.cpp, which then takes the prefill chunks
+        of larger steps (no gathers, no masks either)."""
         tables = meta.block_tables.to(device=device, dtype=torch.long)
         starts = meta.query_start_loc
         slot_mapping = meta.slot_mapping.to(device=device, dtype=torch.long)
@@ -141,7 +142,7 @@ class AttentionPlan:
             q_len = end - start
             if q_len == 1:
                 decode_seqs.append(i)
-            elif token_queries:
+            elif kernel_prefills:
                 prefills.append(PrefillChunk(start, end, None, None, tables[i], ctx - q_len))
             elif q_len == ctx:
                 prefills.append(PrefillChunk(start, end, None, None))
@@ -154,7 +155,7 @@ class AttentionPlan:
         decode = None
         if decode_seqs:
             decode = DecodeBatch.build(decode_seqs, meta, tables, block_size, device)
-        return cls(slot_mapping, starts[-1], decode, prefills, None, token_queries)
+        return cls(slot_mapping, starts[-1], decode, prefills, None, kernel_prefills)
 
 
 def _slots(tables: Tensor, ctx_lens: Tensor, ctx_max: int, block_size: int) -> Tensor:

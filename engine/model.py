@@ -114,7 +114,10 @@ class LlamaModel(nn.Module):
         token_queries = (fused_ops(x) is not None and self.config.head_dim % 32 == 0
                          and self.config.head_dim <= 256
                          and kv_cache.is_contiguous())
-        plan = AttentionPlan.build(meta, kv_cache.shape[3], input_ids.device, token_queries)
+        # AMX CPUs keep torch's SDPA for prefill chunks: its GEMMs run on AMX tiles there
+        kernel_prefills = token_queries and fused_ops(x).variant != "amx"
+        plan = AttentionPlan.build(meta, kv_cache.shape[3], input_ids.device, token_queries,
+                                   kernel_prefills)
         cos, sin = self.rotary.cos_sin(positions, x.dtype)
         hidden = self._small_step_in_one_call(x, cos, sin, kv_cache, plan)
         if hidden is not None:
