@@ -1,31 +1,39 @@
-"""Engine benchmark: Headstart vs Hugging Face transformers vs llama.cpp, one run, one GGUF.
+"""Engine benchmark: Headstart vs Hugging Face transformers vs llama.cpp's llama-server, one
+run, one GGUF.
 
-    python -m bench.engine_bench [--quick] [--out DIR] [--engines headstart,transformers,llamacpp]
+    python -m bench.engine_bench [--quick] [--out DIR] [--llama-server PATH]
+        [--engines headstart,transformers,llama-server[,transformers-eager]]
 
-Measures, for each engine in-process on the same SmolLM2 GGUF: TTFT of cold prompts (512 and
-2,048 tokens), TTFT of a 2,000-token cached prefix plus 48 new tokens, and decode tokens/s at
-batch 1 and batch 8 (aggregate). Prints a Markdown table with the ratios against the targets
-and writes `engine_bench.json`. Prompts are random token ids, fresh per trial, so nothing is
-reused unless the measurement means it to be. llama.cpp runs only if `llama_cpp` imports; its
-Python binding decodes one sequence at a time, so its batch-8 figure is left out.
+Measures, for each engine on the same SmolLM2 GGUF and the same threads: TTFT of cold
+prompts (512 and 2,048 tokens), TTFT of a 2,000-token cached prefix plus 48 new tokens,
+and decode tokens/s at batch 1 and batch 8 (aggregate). transformers runs in-process with
+its default attention (SDPA; `transformers-eager` is an extra); llama-server runs as a
+subprocess with 8 parallel slots and continuous batching (bench/llama_server_bench.py),
+skipped with a note where no binary is found. Then the answers' quality on Headstart's CPU
+path (bench/int8_quality.py): perplexity of a fixed English text against float32 and
+greedy agreement with bf16. Prints Markdown tables with the ratios against the targets and
+writes `engine_bench.json`. Prompts are random token ids, fresh per trial, so nothing is
+reused unless the measurement means it to be.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import platform
-import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-ENGINES = ("headstart", "transformers", "llamacpp")
-TOKEN_RANGE = (200, 40000)  # ordinary vocabulary, no special tokens
+from bench.engine_targets import HeadstartBench, TransformersBench
+from bench.engine_timing import decode_rate, random_prompt
+from bench.llama_server_bench import LlamaServerBench, find_binary
+
+ENGINES = ("headstart", "transformers", "llama-server")
+EXTRA_ENGINES = ("transformers-eager",)
 
 
 @dataclass
@@ -45,148 +53,7 @@ class Sizes:
                    batch=4, repeats=1)
 
 
-def random_prompt(n: int, seed: int) -> list[int]:
-    rng = random.Random(seed)
-    return [rng.randrange(*TOKEN_RANGE) for _ in range(n)]
-
-
-def decode_rate(times: list[list[float]]) -> float:
-    """Aggregate tokens/s once every sequence has its first token: tokens stamped after the
-    last first-token time, over the time from then to the last token."""
-    start = max(t[0] for t in times)
-    end = max(t[-1] for t in times)
-    after = sum(1 for seq in times for t in seq if t > start)
-    return after / (end - start) if end > start else float("nan")
-
-
-# ---------------------------------------------------------------- engines
-
-
-class HeadstartBench:
-    """The in-process LLMEngine with its defaults (bf16 where supported, prefix caching on)."""
-
-    name = "headstart"
-
-    def __init__(self, model_path: str) -> None:
-        from engine.config import EngineConfig
-        from engine.llm_engine import LLMEngine
-
-        self.engine = LLMEngine(EngineConfig(model=model_path))
-        self.config = asdict(self.engine.config)
-
-    def _run(self, prompts: list[list[int]], max_tokens: int) -> tuple[float, list[list[float]]]:
-        from engine.sampling_params import SamplingParams
-
-        params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
-        start = time.perf_counter()
-        ids = [self.engine.add_request(p, params) for p in prompts]
-        stamps: dict[str, list[float]] = {i: [] for i in ids}
-        while self.engine.has_unfinished():
-            for delta in self.engine.step():
-                now = time.perf_counter()
-                stamps[delta.request_id].extend(now for _ in delta.token_ids)
-        return start, [stamps[i] for i in ids]
-
-    def ttft(self, prompt: list[int]) -> float:
-        start, times = self._run([prompt], 1)
-        return times[0][0] - start
-
-    def cached_ttft(self, prefix: list[int], warm: list[int], new: list[int]) -> float:
-        self.ttft(prefix + warm)
-        return self.ttft(prefix + new)
-
-    def decode(self, prompts: list[list[int]], tokens: int) -> float:
-        return decode_rate(self._run(prompts, tokens)[1])
-
-
-class TransformersBench:
-    """Hugging Face transformers, bf16, eager attention, greedy decode with its KV cache."""
-
-    name = "transformers"
-
-    def __init__(self, model_path: str) -> None:
-        from transformers import AutoModelForCausalLM
-
-        path = Path(model_path)
-        extra = {}
-        try:  # transformers >= 5 keeps GGUF blocks packed unless told to unpack them
-            from transformers import GgufConfig
-
-            extra["quantization_config"] = GgufConfig(dequantize=True)
-        except ImportError:
-            pass
-        self.model = AutoModelForCausalLM.from_pretrained(
-            str(path.parent), gguf_file=path.name, dtype=torch.bfloat16,
-            attn_implementation="eager", **extra).eval()
-        self.config = {"dtype": "bfloat16", "attn_implementation": "eager", "dequantized": True}
-
-    @torch.inference_mode()
-    def _forward(self, ids: torch.Tensor, past=None):
-        out = self.model(input_ids=ids, past_key_values=past, use_cache=True, logits_to_keep=1)
-        return out.logits[:, -1].argmax(-1), out.past_key_values
-
-    def ttft(self, prompt: list[int]) -> float:
-        start = time.perf_counter()
-        self._forward(torch.tensor([prompt]))
-        return time.perf_counter() - start
-
-    def cached_ttft(self, prefix: list[int], warm: list[int], new: list[int]) -> float:
-        _, past = self._forward(torch.tensor([prefix]))
-        past = copy.deepcopy(past)
-        start = time.perf_counter()
-        self._forward(torch.tensor([new]), past)
-        return time.perf_counter() - start
-
-    def decode(self, prompts: list[list[int]], tokens: int) -> float:
-        token, past = self._forward(torch.tensor(prompts))
-        stamps = [[time.perf_counter()] for _ in prompts]
-        for _ in range(tokens - 1):
-            token, past = self._forward(token[:, None], past)
-            now = time.perf_counter()
-            for seq in stamps:
-                seq.append(now)
-        return decode_rate(stamps)
-
-
-class LlamaCppBench:
-    """llama.cpp through llama-cpp-python (2 threads); it reuses the longest common prefix
-    of its previous prompt, which is its prefix cache."""
-
-    name = "llamacpp"
-
-    def __init__(self, model_path: str, n_ctx: int = 4096) -> None:
-        from llama_cpp import Llama
-
-        threads = max(1, len(os.sched_getaffinity(0)))
-        self.llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=threads, n_batch=512,
-                         verbose=False)
-        self.config = {"n_ctx": n_ctx, "n_threads": threads, "n_batch": 512}
-
-    def _stamps(self, prompt: list[int], tokens: int, reset: bool = True) -> list[float]:
-        stamps = []
-        for tok in self.llm.generate(prompt, temp=0.0, top_k=1, reset=reset):
-            del tok
-            stamps.append(time.perf_counter())
-            if len(stamps) >= tokens:
-                break
-        return stamps
-
-    def ttft(self, prompt: list[int]) -> float:
-        self.llm.reset()
-        start = time.perf_counter()
-        return self._stamps(prompt, 1)[0] - start
-
-    def cached_ttft(self, prefix: list[int], warm: list[int], new: list[int]) -> float:
-        self.llm.reset()
-        self._stamps(prefix + warm, 1)
-        start = time.perf_counter()
-        return self._stamps(prefix + new, 1)[0] - start
-
-    def decode(self, prompts: list[list[int]], tokens: int) -> float:
-        if len(prompts) > 1:
-            return float("nan")  # one sequence at a time in this binding
-        self.llm.reset()
-        return decode_rate([self._stamps(prompts[0], tokens)])
+__all__ = ["Sizes", "decode_rate", "main", "random_prompt", "report"]
 
 
 # ---------------------------------------------------------------- the run
@@ -235,39 +102,47 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
+COLD_BOUND = 0.5     # cold TTFT at most this times transformers'
+CACHED_BOUND = 0.1   # cached-prefix TTFT at most this times Headstart's longest cold TTFT
+BATCH_GAIN = 4.0     # decode at batch 8: at least this times Headstart's batch 1
+
+
 def report(results: dict[str, dict[str, float]], sizes: Sizes) -> tuple[str, list[dict]]:
-    """The Markdown table and the per-metric rows (with ratios and target verdicts)."""
+    """The Markdown table and the per-metric rows (with ratios and target verdicts): a
+    column per engine measured, Headstart's ratio to each other engine."""
     batch = f"decode_b{sizes.batch}_tok_s"
-    rows_spec = [(f"cold_ttft_{n}_s", f"cold TTFT, {n} tokens (s)", "t", 0.8) for n in sizes.cold]
-    rows_spec += [
-        ("cached_prefix_ttft_s", f"TTFT, {sizes.prefix} cached + {sizes.suffix} new (s)", "l", 0.3),
-        ("decode_b1_tok_s", "decode batch 1 (tok/s)", "t", 3.0),
-        (batch, f"decode batch {sizes.batch}, aggregate (tok/s)", None, None),
-    ]
-    get = {e: results.get(e, {}) for e in ENGINES}
-    lines = ["| metric | Headstart | transformers | llama.cpp | H/transformers | H/llama.cpp "
-             "| target | met |", "|---|---|---|---|---|---|---|---|"]
+    longest = f"cold_ttft_{max(sizes.cold)}_s"
+    specs = [(f"cold_ttft_{n}_s", f"cold TTFT, {n} tokens (s)") for n in sizes.cold]
+    specs += [("cached_prefix_ttft_s", f"TTFT, {sizes.prefix} cached + {sizes.suffix} new (s)"),
+              ("decode_b1_tok_s", "decode batch 1 (tok/s)"),
+              (batch, f"decode batch {sizes.batch}, aggregate (tok/s)")]
+    engines = [e for e in ENGINES + EXTRA_ENGINES if e in results or e in ENGINES]
+    others = [e for e in engines if e != "headstart"]
+    h_fig = results.get("headstart", {})
+    lines = ["| metric | " + " | ".join(engines) + " | "
+             + " | ".join(f"H/{e}" for e in others) + " | target | met |",
+             "|---" * (len(engines) + len(others) + 3) + "|"]
     rows = []
-    for key, label, against, bound in rows_spec:
-        h, t, lc = (get[e].get(key) for e in ENGINES)
-        rt, rl = ratio(h, t), ratio(h, lc)
+    for key, label in specs:
+        values = {e: results.get(e, {}).get(key) for e in engines}
+        ratios = {e: ratio(values["headstart"], values[e]) for e in others}
         target, met = "", None
-        if against == "t" and bound is not None:
-            lower = key.endswith("_s") and "ttft" in key
-            target = f"{'≤' if lower else '≥'} {bound}× transformers"
-            met = None if rt is None else (rt <= bound if lower else rt >= bound)
-        elif against == "l":
-            target, met = f"≤ {bound}× llama.cpp", None if rl is None else rl <= bound
+        if key.startswith("cold_ttft"):
+            target = f"≤ {COLD_BOUND}× transformers"
+            met = None if ratios["transformers"] is None else ratios["transformers"] <= COLD_BOUND
+        elif key == "cached_prefix_ttft_s":
+            rc = ratio(values["headstart"], h_fig.get(longest))
+            target = f"≤ {CACHED_BOUND}× Headstart cold {max(sizes.cold)} (is {_f(rc)}×)"
+            met = None if rc is None else rc <= CACHED_BOUND
         elif key == batch:
-            rb = ratio(h, get["headstart"].get("decode_b1_tok_s"))
-            target = f"≥ 4× Headstart batch 1 (is {_f(rb)}×)"
-            met = None if rb is None else rb >= 4.0
-        rows.append({"metric": key, "headstart": h, "transformers": t, "llamacpp": lc,
-                     "ratio_transformers": rt, "ratio_llamacpp": rl, "target": target,
-                     "met": met})
+            rb = ratio(values["headstart"], h_fig.get("decode_b1_tok_s"))
+            target = f"≥ {BATCH_GAIN:g}× Headstart batch 1 (is {_f(rb)}×)"
+            met = None if rb is None else rb >= BATCH_GAIN
+        rows.append({"metric": key, **values, **{f"ratio_{e}": r for e, r in ratios.items()},
+                     "target": target, "met": met})
         verdict = {True: "yes", False: "NO", None: "–"}[met]
-        lines.append(f"| {label} | {_f(h)} | {_f(t)} | {_f(lc)} | {_f(rt)} | {_f(rl)} "
-                     f"| {target} | {verdict} |")
+        lines.append(f"| {label} | " + " | ".join(_f(values[e]) for e in engines) + " | "
+                     + " | ".join(_f(ratios[e]) for e in others) + f" | {target} | {verdict} |")
     return "\n".join(lines), rows
 
 
@@ -277,17 +152,78 @@ def _f(v: float | None) -> str:
     return f"{v:.3f}" if v < 10 else f"{v:.1f}"
 
 
+def make_benches(names: list[str], model: str, llama_server: str | None) -> dict[str, object]:
+    """The engines asked for that can run here; a note for each one that cannot."""
+    threads = torch.get_num_threads()
+    benches: dict[str, object] = {}
+    for name in names:
+        try:
+            if name == "headstart":
+                benches[name] = HeadstartBench(model)
+            elif name in ("transformers", "transformers-eager"):
+                benches[name] = TransformersBench(model, "sdpa" if name == "transformers"
+                                                  else "eager")
+            elif name == "llama-server":
+                binary = find_binary(llama_server)
+                if binary is None:
+                    print("[engine_bench] llama-server: skipped (no binary: pass --llama-server "
+                          "PATH or run `make install-bench`)", flush=True)
+                    continue
+                benches[name] = LlamaServerBench(model, binary, threads)
+            else:
+                raise SystemExit(f"unknown engine {name!r}")
+        except (ImportError, RuntimeError) as exc:
+            print(f"[engine_bench] {name}: skipped ({exc})", flush=True)
+    return benches
+
+
+def quality(model: str, tokens: int | None) -> dict[str, object]:
+    """Perplexity (float32, bf16, Headstart's own CPU path) and greedy agreement with bf16."""
+    from bench.int8_quality import chat_prompts, greedy_agreement, perplexity, text_ids
+    from engine.weights import load_model
+
+    fp32, tok, _ = load_model(model, dtype="float32")
+    bf16, _, _ = load_model(model, dtype="bfloat16", int8=False)
+    own, _, _ = load_model(model, dtype="bfloat16")
+    ids = text_ids(tok, tokens)
+    out: dict[str, object] = {"text_tokens": len(ids), "cpu_path": own.cpu_path,
+                              "perplexity": {"float32": perplexity(fp32, ids),
+                                             "bf16": perplexity(bf16, ids),
+                                             "headstart": perplexity(own, ids)}}
+    shares = greedy_agreement(own, bf16, chat_prompts(tok))
+    out["greedy_agreement"] = shares
+    return out
+
+
+def quality_table(q: dict[str, object]) -> str:
+    ppl = q["perplexity"]
+    shares = q["greedy_agreement"]
+    lines = [f"Quality on {q['text_tokens']} tokens of tests/data/english_text.txt "
+             f"(Headstart: {q['cpu_path']})", "", "| path | perplexity | vs float32 |",
+             "|---|---|---|"]
+    for name, value in ppl.items():
+        lines.append(f"| {name} | {value:.3f} | {value / ppl['float32'] - 1:+.2%} |")
+    mean = sum(shares) / len(shares)
+    lines += ["", f"greedy agreement with bf16 (first 32 tokens, up to the first difference): "
+              f"{mean:.1%} on average; per prompt {', '.join(f'{s:.0%}' for s in shares)}"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.engine_bench", description=__doc__)
     p.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (smoke test)")
     p.add_argument("--out", default="bench-results", help="folder for engine_bench.json")
-    p.add_argument("--engines", default=",".join(ENGINES))
+    p.add_argument("--engines", default=",".join(ENGINES),
+                   help=f"of {', '.join(ENGINES + EXTRA_ENGINES)}")
     p.add_argument("--model", help="GGUF file (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--llama-server", help="llama-server binary (default: the environment's, "
+                   "else the PATH's)")
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--repeats", type=int, help="trials per TTFT figure (default 3, quick 1)")
+    p.add_argument("--repeats", type=int, help="trials per figure (default 3, quick 1)")
     p.add_argument("--decode-tokens", type=int, help="tokens per decode run (default 128)")
     p.add_argument("--decode-only", action="store_true",
                    help="skip the TTFT figures (decode batch 1 and batch 8 only)")
+    p.add_argument("--no-quality", action="store_true", help="skip perplexity and agreement")
     args = p.parse_args(argv)
     from engine.weights import default_model_path
 
@@ -296,27 +232,30 @@ def main(argv: list[str] | None = None) -> int:
     sizes.repeats = args.repeats or sizes.repeats
     sizes.decode_tokens = args.decode_tokens or sizes.decode_tokens
     sizes.ttft = not args.decode_only
-    classes = {"headstart": HeadstartBench, "transformers": TransformersBench,
-               "llamacpp": LlamaCppBench}
-    benches = {}
-    for name in args.engines.split(","):
-        try:
-            benches[name] = classes[name](model)
-        except ImportError as exc:
-            print(f"[engine_bench] {name}: skipped ({exc})", flush=True)
+    benches = make_benches(args.engines.split(","), model, args.llama_server)
     t0, load_before = time.perf_counter(), os.getloadavg()
-    results = measure(benches, sizes, args.seed)
+    try:
+        results = measure(benches, sizes, args.seed)
+    finally:
+        for bench in benches.values():
+            bench.close()
     configs = {name: bench.config for name, bench in benches.items()}
     print(f"[engine_bench] measured in {time.perf_counter() - t0:.0f}s", flush=True)
+    load_after = os.getloadavg()
     table, rows = report(results, sizes)
     print(table)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    print(f"load average before/after: {load_before[0]:.1f} / {load_after[0]:.1f} "
+          f"({os.cpu_count()} CPUs; best of {sizes.repeats} trials per figure)")
     payload = {"model": model, "sizes": asdict(sizes), "results": results, "rows": rows,
                "configs": configs, "torch_threads": torch.get_num_threads(),
-               "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
+               "loadavg_before": load_before, "loadavg_after": load_after,
                "machine": platform.platform(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                      time.gmtime())}
+    if not args.no_quality and "headstart" in benches:
+        payload["quality"] = quality(model, 512 if args.quick else None)
+        print(quality_table(payload["quality"]))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "engine_bench.json").write_text(json.dumps(payload, indent=2, default=str))
     print(f"wrote {out / 'engine_bench.json'}")
     return 0

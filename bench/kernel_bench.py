@@ -5,7 +5,8 @@ decides from.
 
 For each row count: milliseconds for one step's linears over all layers, and for the LM
 head, by every kernel that can serve them: oneDNN-prepacked dense bf16, torch's int4
-kernel (Q4 layers) or per-row int8 (head), and the AMX blocks of engine/kernels/. Median of
+kernel (Q4 layers) or per-row int8 (head), the AMX blocks of engine/kernels/, and the
+int8 copies (x quantised per row; engine/weights/int8.py) where the loader made them. Median of
 `--repeats`; before each timed call a buffer of `--flush-mb` is rewritten so the weights
 come from memory as they do between decode steps.
 """
@@ -20,8 +21,9 @@ from collections.abc import Callable
 import torch
 
 from engine.kernels.build import kernels
+from engine.onednn_weight import PackedBf16
 from engine.weights import load_model
-from engine.weights.packed import PackedBf16, PackedInt8
+from engine.weights.packed import PackedInt8
 
 LINEARS = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
 
@@ -45,6 +47,9 @@ def layer_kernels(model) -> dict[str, list]:
             linear = layer.get_submodule(name)
             out["bf16 dense"].append((PackedBf16.from_dense(linear.weight.detach()).matmul,
                                       linear.in_features))
+            if linear.int8_weight is not None:
+                out.setdefault("int8 W8A8", []).append((linear.int8_weight.matmul,
+                                                        linear.in_features))
             for copy in linear.decode_copies:
                 label = {"PackedInt4": "torch int4", "AmxQ4": "AMX blocks"}.get(
                     type(copy.weight).__name__, type(copy.weight).__name__)

@@ -6,7 +6,9 @@ attends its queries (the last `q_len` of its `context_len` positions) over the c
 gathers through its block table. Steps of at most SMALL_STEP_TOKENS new tokens go, where
 it is built, to the compiled kernel that reads the cache in place, one query per token.
 Otherwise decodes (q_len == 1) are gathered into one padded batch and run as a single SDPA
-call (K and V in one gather), and prefill chunks run one SDPA call per sequence.
+call (K and V in one gather), and prefill chunks run one call per sequence: the compiled
+flash-style kernel over the paged cache where it is built (engine/kernels/
+prefill_attention.cpp: no gathered context, no mask), else SDPA.
 """
 
 from __future__ import annotations
@@ -32,12 +34,16 @@ class AttentionMetadata:
 
 @dataclass
 class PrefillChunk:
-    """One sequence with several new tokens; `slots`/`mask` are None for a fresh prompt."""
+    """One sequence with several new tokens. For SDPA, `slots`/`mask` gather and mask its
+    context (None for a fresh prompt); for the compiled kernel, `table` is its block table
+    and `context_start` the position of its first new token."""
 
     start: int
     end: int
     slots: Tensor | None
     mask: Tensor | None
+    table: Tensor | None = None
+    context_start: int = 0
 
 
 @dataclass
@@ -116,12 +122,15 @@ class AttentionPlan:
     decode: DecodeBatch | None
     prefills: list[PrefillChunk]
     tokens: TokenQueries | None  # set instead of decode/prefills for a small kernel step
+    kernel_prefills: bool = False  # prefill chunks go to the compiled kernel
 
     @classmethod
     def build(cls, meta: AttentionMetadata, block_size: int, device: torch.device,
-              token_queries: bool = False) -> AttentionPlan:
-        """`token_queries`: the compiled kernel can serve this step's layers; a small step
-        then gets only `tokens`, and none of the torch path's gathers and masks."""
+              token_queries: bool = False, kernel_prefills: bool = False) -> AttentionPlan:
+        """`token_queries`: the compiled kernels can serve this step's layers; a small step
+        then gets only `tokens`, and none of the torch path's gathers and masks.
+        `kernel_prefills`: so can prefill_attention.cpp, which then takes the prefill chunks
+        of larger steps (no gathers, no masks either)."""
         tables = meta.block_tables.to(device=device, dtype=torch.long)
         starts = meta.query_start_loc
         slot_mapping = meta.slot_mapping.to(device=device, dtype=torch.long)
@@ -133,6 +142,8 @@ class AttentionPlan:
             q_len = end - start
             if q_len == 1:
                 decode_seqs.append(i)
+            elif kernel_prefills:
+                prefills.append(PrefillChunk(start, end, None, None, tables[i], ctx - q_len))
             elif q_len == ctx:
                 prefills.append(PrefillChunk(start, end, None, None))
             elif q_len > 1:
@@ -144,7 +155,7 @@ class AttentionPlan:
         decode = None
         if decode_seqs:
             decode = DecodeBatch.build(decode_seqs, meta, tables, block_size, device)
-        return cls(slot_mapping, starts[-1], decode, prefills, None)
+        return cls(slot_mapping, starts[-1], decode, prefills, None, kernel_prefills)
 
 
 def _slots(tables: Tensor, ctx_lens: Tensor, ctx_max: int, block_size: int) -> Tensor:
@@ -168,6 +179,8 @@ def paged_attention(q: Tensor, k: Tensor, v: Tensor, layer_cache: Tensor,
     if plan.tokens is not None:  # a small step the plan gave to the compiled kernel
         return kernels().paged_decode_attention(q, k, v, layer_cache, plan.slot_mapping,
                                                 plan.tokens.tables, plan.tokens.lens, scale)
+    if plan.kernel_prefills and plan.decode is None:
+        return _kernel_prefills(q, k, v, layer_cache, plan, scale)
     num_kv, head_dim = layer_cache.shape[-2], layer_cache.shape[-1]
     k_cache = layer_cache[0].view(-1, num_kv, head_dim)
     v_cache = layer_cache[1].view(-1, num_kv, head_dim)
@@ -177,6 +190,11 @@ def paged_attention(q: Tensor, k: Tensor, v: Tensor, layer_cache: Tensor,
     decode = plan.decode
     if decode is not None and decode.rows is None:  # a decode-only step: no scatter back
         return _decode_attention(q, layer_cache, decode, scale)
+    if plan.kernel_prefills:  # prefill chunks beside decodes: the decodes' K/V are written
+        out = _kernel_prefills(q, k, v, layer_cache, plan, scale)
+        qd = q.index_select(0, decode.rows)
+        out.index_copy_(0, decode.rows, _decode_attention(qd, layer_cache, decode, scale))
+        return out
     out = torch.empty_like(q)
     for chunk in plan.prefills:  # 4-D [1, heads, len, d]: CPU flash attention needs a batch dim
         qs = q[None, chunk.start:chunk.end].transpose(1, 2)
@@ -194,6 +212,23 @@ def paged_attention(q: Tensor, k: Tensor, v: Tensor, layer_cache: Tensor,
     if decode is not None:
         qd = q.index_select(0, decode.rows)
         out.index_copy_(0, decode.rows, _decode_attention(qd, layer_cache, decode, scale))
+    return out
+
+
+def _kernel_prefills(q: Tensor, k: Tensor, v: Tensor, layer_cache: Tensor, plan: AttentionPlan,
+                     scale: float) -> Tensor:
+    """Each prefill chunk through engine/kernels/prefill_attention.cpp (which writes its
+    K/V); rows of other tokens are left for the caller."""
+    ops = kernels()
+    if len(plan.prefills) == 1 and plan.prefills[0].end - plan.prefills[0].start == q.shape[0]:
+        c = plan.prefills[0]
+        return ops.paged_prefill_attention(q, k, v, layer_cache, plan.slot_mapping, c.table,
+                                           c.context_start, scale)
+    out = torch.empty_like(q)
+    for c in plan.prefills:
+        out[c.start:c.end] = ops.paged_prefill_attention(
+            q[c.start:c.end], k[c.start:c.end], v[c.start:c.end], layer_cache,
+            plan.slot_mapping[c.start:c.end], c.table, c.context_start, scale)
     return out
 
 

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from engine.kernels.build import kernels
+from engine.onednn_weight import packed_linear_weight
 
 
 def fused_ops(x: Tensor) -> ModuleType | None:
@@ -156,33 +157,26 @@ def decode_matmul(copies: tuple[DecodeCopy, ...], x: Tensor) -> Tensor | None:
 
 class Linear(nn.Linear):
     """nn.Linear that may also hold packed low-bit copies (engine/weights/decode_copies.py)
-    for steps with few rows, where reading the weights is the whole cost; bf16 CPU steps
-    with more rows use a oneDNN-prepacked copy (same results, no per-call reorder)."""
+    for steps with few rows, where reading the weights is the whole cost. bf16 CPU steps
+    with more rows use the int8 copy where the loader gave one (engine/weights/int8.py:
+    rows quantised on the fly, twice bf16's rate on AVX-512 VNNI), else a oneDNN-prepacked
+    bf16 copy (same results as F.linear, no per-call reorder)."""
 
     decode_copies: tuple[DecodeCopy, ...] = ()
+    int8_weight: Any = None  # PackedW8A8, attached by the loader
     packed_weight: Any = None  # PackedBf16, made on the first bf16 CPU call
 
     def forward(self, x: Tensor) -> Tensor:
         out = decode_matmul(self.decode_copies, x)
         if out is not None:
             return out if self.bias is None else out + self.bias
+        if self.int8_weight is not None and x.dtype == torch.bfloat16:
+            return self.int8_weight.matmul(x, self.bias)
         if x.dtype == torch.bfloat16 and x.device.type == "cpu":
             packed = packed_linear_weight(self, self.weight)
             if packed is not None:
                 return packed.matmul(x, self.bias)
         return F.linear(x, self.weight, self.bias)
-
-
-def packed_linear_weight(owner: Any, weight: Tensor) -> Any:
-    """`owner.packed_weight` (a oneDNN-blocked copy of `weight`), rebuilt if `weight` changed
-    in place; None where the CPU has no oneDNN bf16 linear."""
-    packed = owner.packed_weight
-    if packed is not None and packed.source_key == (weight.data_ptr(), weight._version):
-        return packed
-    from engine.weights.packed import PackedBf16, bf16_pack_available  # engine.weights imports us
-
-    owner.packed_weight = PackedBf16.from_dense(weight) if bf16_pack_available(weight) else None
-    return owner.packed_weight
 
 
 class SwiGLU(nn.Module):

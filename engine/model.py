@@ -7,7 +7,7 @@ and are fused here (one qkv matmul, one gate_up matmul), which pays on CPU.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -23,14 +23,13 @@ from engine.layers import (
     apply_rope,
     decode_matmul,
     fused_ops,
-    packed_linear_weight,
     rope_inv_freq,
 )
 from engine.model_config import ModelConfig
+from engine.onednn_weight import packed_linear_weight
 
-if TYPE_CHECKING:
-    from engine.weights.decode_layer_weights import DecodeLayerWeights
-    from engine.weights.packed import PackedBf16, Q4Blocks, Q8Blocks
+# the four linears of a decoder layer, by submodule name
+LINEARS = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
 
 
 class LlamaAttention(nn.Module):
@@ -89,10 +88,15 @@ class LlamaModel(nn.Module):
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.lm_head = None if config.tie_word_embeddings else nn.Linear(
             config.hidden_size, config.vocab_size, bias=False)
-        self.lm_head_copies: tuple[DecodeCopy, ...] = ()  # packed copies for few-row steps
-        self.packed_weight: PackedBf16 | None = None  # the LM head's, for multi-row steps
-        self._decode_weights: DecodeLayerWeights | bool | None = None  # False: not available
+        # Copies of the weights that the loader (engine/weights/) attaches; the model only
+        # uses them. The LM head's: packed copies for few-row steps, the oneDNN-packed bf16
+        # one for more rows.
+        self.lm_head_copies: tuple[DecodeCopy, ...] = ()
+        self.packed_weight: Any = None  # PackedBf16, made on the first bf16 CPU call
+        # every layer's tensors for decode_layers.cpp (engine/weights/decode_layer_weights.py)
+        self.decode_weights: Any = None
         self.one_call_decode = True  # small steps through decode_layers.cpp where it applies
+        self.cpu_path = "torch fallback"  # what the loader picked from the CPU's flags
         self.rotary = RotaryEmbedding(rope_inv_freq(config.head_dim, config.rope_theta,
                                                     config.rope_scaling))
 
@@ -108,8 +112,12 @@ class LlamaModel(nn.Module):
                 kv_cache: Tensor) -> Tensor:
         x = self.embed_tokens(input_ids)
         token_queries = (fused_ops(x) is not None and self.config.head_dim % 32 == 0
+                         and self.config.head_dim <= 256
                          and kv_cache.is_contiguous())
-        plan = AttentionPlan.build(meta, kv_cache.shape[3], input_ids.device, token_queries)
+        # AMX CPUs keep torch's SDPA for prefill chunks: its GEMMs run on AMX tiles there
+        kernel_prefills = token_queries and fused_ops(x).variant != "amx"
+        plan = AttentionPlan.build(meta, kv_cache.shape[3], input_ids.device, token_queries,
+                                   kernel_prefills)
         cos, sin = self.rotary.cos_sin(positions, x.dtype)
         hidden = self._small_step_in_one_call(x, cos, sin, kv_cache, plan)
         if hidden is not None:
@@ -128,7 +136,7 @@ class LlamaModel(nn.Module):
         if not self.one_call_decode or tokens is None:
             return None
         ops = fused_ops(x)
-        weights = self.decode_layer_weights() if ops is not None else None
+        weights = self.decode_weights if ops is not None else None
         if weights is None or x.shape[0] > weights.max_rows:
             return None
         c = self.config
@@ -136,15 +144,6 @@ class LlamaModel(nn.Module):
                                  kv_cache, plan.slot_mapping, tokens.tables, tokens.lens,
                                  c.head_dim ** -0.5, c.num_heads, c.num_kv_heads,
                                  weights.int4_rows)
-
-    def decode_layer_weights(self) -> DecodeLayerWeights | None:
-        """Every layer's tensors for decode_layers.cpp, flattened once (see `Slot` there);
-        None unless each linear has the int4 + AMX-block copies that kernel expects."""
-        if self._decode_weights is None:
-            from engine.weights.decode_layer_weights import DecodeLayerWeights
-
-            self._decode_weights = DecodeLayerWeights.of(self) or False
-        return self._decode_weights or None
 
     def compute_logits(self, hidden: Tensor) -> Tensor:
         """[N, H] -> float32 logits [N, vocab]."""
@@ -160,35 +159,6 @@ class LlamaModel(nn.Module):
     @property
     def lm_head_weight(self) -> Tensor:
         return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-
-    def attach_packed_weights(self, blocks: dict[str, Q4Blocks | Q8Blocks]) -> int:
-        """Give few-row steps packed copies of the quantised weights (and of the LM head).
-
-        `blocks` maps Hugging Face names to unpacked Q4/Q8 tensors. Returns the count of
-        linears given copies.
-        """
-        from engine.weights.decode_copies import linear_copies, lm_head_copies
-        from engine.weights.packed import Q4Blocks, Q8Blocks
-
-        count = 0
-        groups = {"self_attn.qkv_proj": ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
-                  "self_attn.o_proj": ["self_attn.o_proj"],
-                  "mlp.gate_up_proj": ["mlp.gate_proj", "mlp.up_proj"],
-                  "mlp.down_proj": ["mlp.down_proj"]}
-        for i, layer in enumerate(self.layers):
-            for target, sources in groups.items():
-                parts = [blocks.get(f"model.layers.{i}.{name}.weight") for name in sources]
-                kinds = {type(p) for p in parts}
-                if len(kinds) != 1 or kinds.pop() not in (Q4Blocks, Q8Blocks):
-                    continue
-                copies = linear_copies(type(parts[0]).concat(parts))
-                if copies:
-                    layer.get_submodule(target).decode_copies = copies
-                    count += 1
-        self._decode_weights = None
-        head = blocks.get("model.embed_tokens.weight" if self.lm_head is None else "lm_head.weight")
-        self.lm_head_copies = lm_head_copies(head, self.lm_head_weight.detach())
-        return count
 
     def set_rope_freq_factors(self, freq_factors: Tensor) -> None:
         """Llama-3 GGUFs carry their rope scaling as a `rope_freqs` tensor."""

@@ -1,10 +1,15 @@
 """Build, verify and load the engine's CPU kernels (the .cpp files beside this one).
 
 They are compiled once by `make install` (`python -m engine.kernels.build`) into the
-virtualenv as one extension module, then tried in a child process: some VMs advertise AMX
-but kill the process that uses it. Only a build that passed that trial, from the current
-sources, is loaded; otherwise (no compiler, no AMX, a CPU or VM that refuses it,
-HEADSTART_KERNELS=0) `kernels()` is None and the engine keeps torch's own kernels. The
+virtualenv as one extension module, in one of two variants picked from the CPU's flags:
+"amx" (every kernel, AMX tiles for the decode matmuls) where the CPU has AMX, else
+"avx512" (AVX-512 BF16/VNNI: the fused elementwise, attention and int8 prefill kernels,
+without the AMX sources). The build is then tried in a child process
+(engine/kernels/trial.py): some VMs advertise AMX but kill the process that uses it. Only a
+build that passed that trial, from the current sources and for this CPU's variant, is
+loaded; otherwise (no compiler, no AVX-512, a CPU or VM that refuses it,
+HEADSTART_KERNELS=0) `kernels()` is None and the engine keeps torch's own kernels.
+HEADSTART_KERNELS=avx512 masks AMX (build and run the avx512 variant on an AMX CPU). The
 engine never compiles anything.
 """
 
@@ -17,19 +22,41 @@ import logging
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 log = logging.getLogger(__name__)
 
 NAME = "headstart_kernels"
-MODULE = "engine.kernels.build"  # this file, also when run with -m
-SOURCES = sorted(Path(__file__).parent.glob("*.cpp"))
-HEADERS = sorted(Path(__file__).parent.glob("*.h"))
-CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile", "amx_bf16")
-CFLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mamx-tile",
-          "-mamx-bf16", "-fopenmp"]
+FOLDER = Path(__file__).parent
+TRIAL_MODULE = "engine.kernels.trial"
+AMX_SOURCES = ("group_quant_matmul.cpp", "decode_layers.cpp")  # AMX tile instructions
+HEADERS = sorted(FOLDER.glob("*.h"))
 VERIFIED = "verified"  # file in the build folder: the hash of the source that passed the trial
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way of building the module: the CPU flags it needs, its compiler flags, sources."""
+
+    name: str
+    cpu_flags: tuple[str, ...]
+    cflags: tuple[str, ...]
+    amx: bool
+
+    @property
+    def sources(self) -> list[Path]:
+        return [p for p in sorted(FOLDER.glob("*.cpp")) if self.amx or p.name not in AMX_SOURCES]
+
+
+AMX = Variant("amx", ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile", "amx_bf16"),
+              ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mamx-tile",
+               "-mamx-bf16", "-fopenmp", "-DHEADSTART_AMX"), amx=True)
+AVX512 = Variant("avx512", ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni"),
+                 ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16",
+                  "-mavx512vnni", "-fopenmp"), amx=False)
+PATH_NAMES = {"amx": "AMX kernels", "avx512": "AVX-512 kernels", None: "torch fallback"}
 
 
 def build_dir() -> Path:
@@ -38,27 +65,40 @@ def build_dir() -> Path:
                 or Path(sys.prefix) / "share" / "headstart" / "kernels")
 
 
-def source_hash() -> str:
-    digest = hashlib.sha256(" ".join(CFLAGS).encode())
-    for path in SOURCES + HEADERS:
+def source_hash(variant: Variant) -> str:
+    digest = hashlib.sha256(" ".join(variant.cflags).encode())
+    for path in variant.sources + HEADERS:
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
 
 
-def cpu_has_flags(cpuinfo: str = "/proc/cpuinfo") -> bool:
-    """True when the CPU reports every instruction set the kernel is compiled for."""
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
+    """The instruction-set flags the CPU reports (empty where /proc/cpuinfo is missing)."""
     try:
         text = Path(cpuinfo).read_text()
     except OSError:
-        return False
+        return set()
     for line in text.splitlines():
         if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            return all(flag in flags for flag in CPU_FLAGS)
-    return False
+            return set(line.split(":", 1)[1].split())
+    return set()
 
 
-def _build() -> None:
+def variant_for(flags: set[str], setting: str | None = None) -> Variant | None:
+    """The variant a CPU with `flags` runs; `setting` is HEADSTART_KERNELS ("0": none,
+    "avx512": AMX masked). None: torch's own kernels."""
+    setting = os.environ.get("HEADSTART_KERNELS", "1") if setting is None else setting
+    if setting == "0":
+        return None
+    candidates = (AVX512,) if setting == "avx512" else (AMX, AVX512)
+    return next((v for v in candidates if all(f in flags for f in v.cpu_flags)), None)
+
+
+def cpu_variant() -> Variant | None:
+    return variant_for(cpu_flags())
+
+
+def _build(variant: Variant) -> None:
     import torch.utils.cpp_extension as cpp
 
     target = build_dir()
@@ -68,11 +108,11 @@ def _build() -> None:
     os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
     # -fopenmp makes at::parallel_for run on torch's pool: the module's libgomp.so.1 is
     # the one torch already loaded (same soname), not a second runtime.
-    cpp.load(name=NAME, sources=[str(p) for p in SOURCES], build_directory=str(target),
-             extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"], verbose=True)
+    cpp.load(name=NAME, sources=[str(p) for p in variant.sources], build_directory=str(target),
+             extra_cflags=list(variant.cflags), extra_ldflags=["-fopenmp"], verbose=True)
 
 
-def _import() -> ModuleType:
+def import_built() -> ModuleType:
     """The built module, imported from its file (no ninja, no build lock)."""
     import torch  # noqa: F401  (the module links against torch's libraries)
 
@@ -84,74 +124,67 @@ def _import() -> ModuleType:
     return module
 
 
-def verified() -> bool:
+def verified(variant: Variant | None = None) -> bool:
+    variant = variant or cpu_variant()
     marker = build_dir() / VERIFIED
-    return marker.is_file() and marker.read_text().strip() == source_hash()
+    return (variant is not None and marker.is_file()
+            and marker.read_text().strip() == source_hash(variant))
 
 
 @functools.cache
 def kernels() -> ModuleType | None:
     """The compiled module, or None where it is off, unbuilt, stale or refused."""
-    if os.environ.get("HEADSTART_KERNELS", "1") == "0" or not cpu_has_flags():
+    variant = cpu_variant()
+    if variant is None:
         return None
-    if not verified():
+    if not verified(variant):
         log.info("CPU kernels not built for these sources (make install); using torch's")
         return None
     try:
-        module = _import()
+        module = import_built()
     except Exception as exc:  # a broken build: fall back, never fail
         log.warning("CPU kernels failed to load (%s); using torch's", exc)
         return None
-    if not module.amx_ready():
+    if variant.amx and not module.amx_ready():
         log.info("Linux refused AMX tile state; using torch's kernels")
         return None
     return module
 
 
-def trial() -> None:
-    """Run both kernels once against float32 references (in a child process)."""
-    import numpy as np
-    import torch
+def amx_kernels() -> ModuleType | None:
+    """The compiled module where it is the AMX variant (the group-quant decode kernels)."""
+    module = kernels()
+    return module if module is not None and module.variant == "amx" else None
 
-    module = _import()
-    assert module.amx_ready(), "AMX tile state refused"
-    from engine.weights.amx_blocks import AmxQ4, AmxQ8
-    from engine.weights.packed import Q4Blocks
 
-    rng = np.random.default_rng(0)
-    q4 = Q4Blocks(rng.integers(0, 16, (32, 64)).astype(np.uint8),
-                  rng.random((32, 2)).astype(np.float32), rng.random((32, 2)).astype(np.float32))
-    codes = rng.integers(-127, 128, (32, 64)).astype(np.int8)
-    scales = rng.random((32, 2)).astype(np.float32)
-    x = torch.randn(3, 64).bfloat16()
-    for weight, dense in ((AmxQ4.from_blocks(q4, module), q4.dequantize()),
-                          (AmxQ8.from_codes(codes, scales, module),
-                           (codes.reshape(32, 2, 32) * scales[..., None]).reshape(32, 64))):
-        ref = x.float() @ torch.from_numpy(dense).T
-        got = weight.matmul(x).float()
-        assert (got - ref).abs().max() <= 0.02 * ref.abs().max(), "wrong results"
+def kernel_path() -> str:
+    """What the engine runs on this CPU: "AMX kernels", "AVX-512 kernels" or "torch fallback"."""
+    module = kernels()
+    return PATH_NAMES[None if module is None else module.variant]
 
 
 def main() -> int:
     """Build the module and try it in a child process; remember a build that passed."""
     marker = build_dir() / VERIFIED
     marker.unlink(missing_ok=True)
-    if not cpu_has_flags():
-        print(f"[{NAME}] this CPU lacks {', '.join(CPU_FLAGS)}: not built")
+    variant = cpu_variant()
+    if variant is None:
+        print(f"[{NAME}] this CPU lacks {', '.join(AVX512.cpu_flags)} (or HEADSTART_KERNELS=0): "
+              "not built")
         return 0
     try:
-        _build()
+        _build(variant)
     except Exception as exc:
         print(f"[{NAME}] build failed, the engine will use torch's kernels: {exc}")
         return 0
-    child = subprocess.run([sys.executable, "-c", f"import {MODULE} as k; k.trial()"],
+    child = subprocess.run([sys.executable, "-m", TRIAL_MODULE, variant.name],
                            capture_output=True, text=True, timeout=300)
     if child.returncode != 0:
         print(f"[{NAME}] trial failed ({child.returncode}), the engine will use torch's "
               f"kernels:\n{child.stderr[-2000:]}")
         return 0
-    marker.write_text(source_hash())
-    print(f"[{NAME}] built and verified in {build_dir()}")
+    marker.write_text(source_hash(variant))
+    print(f"[{NAME}] {variant.name} variant built and verified in {build_dir()}")
     return 0
 
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "paged_cache.h"
 #include "simd.h"
 
 namespace headstart {
@@ -75,20 +76,9 @@ at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k,
                                   const at::Tensor& v, at::Tensor& cache,
                                   const at::Tensor& slots, const at::Tensor& tables,
                                   const at::Tensor& context_lens, double scale) {
-  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "q, k, v must be [B, heads, D]");
-  TORCH_CHECK(q.scalar_type() == at::kBFloat16 && k.scalar_type() == at::kBFloat16 &&
-                  v.scalar_type() == at::kBFloat16 && cache.scalar_type() == at::kBFloat16,
-              "q, k, v and the cache must be bf16");
-  TORCH_CHECK(q.stride(2) == 1 && k.stride(2) == 1 && v.stride(2) == 1,
-              "q, k, v need unit stride in head_dim");
-  TORCH_CHECK(cache.dim() == 5 && cache.size(0) == 2 && cache.is_contiguous(),
-              "cache must be a contiguous [2, blocks, block_size, kv_heads, D]");
+  check_qkv_cache(q, k, v, cache);
   const int64_t B = q.size(0), Hq = q.size(1), D = q.size(2);
   const int64_t num_blocks = cache.size(1), block_size = cache.size(2), Hkv = cache.size(3);
-  TORCH_CHECK(cache.size(4) == D && k.size(1) == Hkv && v.size(1) == Hkv && k.size(0) == B &&
-                  v.size(0) == B && Hq % Hkv == 0,
-              "q, k, v and the cache disagree on heads or head_dim");
-  TORCH_CHECK(D % 32 == 0 && D <= 256, "head_dim must be a multiple of 32, at most 256");
   TORCH_CHECK(slots.scalar_type() == at::kLong && tables.scalar_type() == at::kLong &&
                   context_lens.scalar_type() == at::kLong && slots.numel() == B &&
                   context_lens.numel() == B && tables.dim() == 2 && tables.size(0) == B &&
@@ -109,16 +99,8 @@ at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k,
                   "block id out of range");
     longest = std::max(longest, lens[b]);
   }
-  auto* kc = cache.data_ptr<c10::BFloat16>();
-  const auto* kp = k.data_ptr<c10::BFloat16>();
-  const auto* vp = v.data_ptr<c10::BFloat16>();
-  for (int64_t b = 0; b < B; ++b)  // the new token's K and V into its slot
-    for (int64_t h = 0; h < Hkv; ++h) {
-      const int64_t at = slot[b] * token_stride + h * D;
-      std::memcpy(kc + at, kp + b * k.stride(0) + h * k.stride(1), D * sizeof(c10::BFloat16));
-      std::memcpy(kc + plane + at, vp + b * v.stride(0) + h * v.stride(1),
-                  D * sizeof(c10::BFloat16));
-    }
+  write_kv(cache, k, v, slot);  // the new tokens' K and V into their slots
+  const auto* kc = cache.data_ptr<c10::BFloat16>();
   at::Tensor out = at::empty({B, Hq, D}, q.options());
   const auto* qp = q.data_ptr<c10::BFloat16>();
   auto* op = out.data_ptr<c10::BFloat16>();

@@ -3,10 +3,13 @@
 
 #include <ATen/ATen.h>
 
+#include <tuple>
+
 namespace headstart {
 
 constexpr int kGroupQuantMaxRows = 16;
 
+// Built only in the "amx" variant (engine/kernels/build.py, -DHEADSTART_AMX):
 // group_quant_matmul.cpp: x [M <= 16, K] bf16 times W.T, W in AMX tile blocks
 // (engine/weights/amx_blocks.py) of Q4_1 codes + scales + offsets, or Q8_0 codes + scales.
 at::Tensor q4_matmul(const at::Tensor& x, const at::Tensor& codes,
@@ -16,6 +19,7 @@ at::Tensor q8_matmul(const at::Tensor& x, const at::Tensor& codes,
 // Asks Linux for AMX tile state (once per process); false if refused.
 bool request_amx();
 
+// Every variant (AVX-512 BF16):
 // decode_ops.cpp: a decoder layer's elementwise steps for bf16 [T, H] rows.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 // x += delta (in place), then rms_norm(x).
@@ -34,14 +38,30 @@ at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k,
                                   const at::Tensor& slots, const at::Tensor& tables,
                                   const at::Tensor& context_lens, double scale);
 
-// decode_layers.cpp: all decoder layers of a decode-only step; `w` holds each layer's
-// tensors (engine/model.py `LlamaModel.decode_layer_weights`), `embedded` [T, H] becomes
-// the residual stream (written in place). Returns the final norm's output [T, H].
+// prefill_attention.cpp: writes k, v [L, kv_heads, D] of one sequence's chunk at `slots`,
+// then attends q [L, heads, D] (positions start..start+L-1) causally over positions
+// [0, start + L) of the sequence, read through its block `table` [blocks] int64.
+at::Tensor paged_prefill_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   at::Tensor& cache, const at::Tensor& slots,
+                                   const at::Tensor& table, int64_t start, double scale);
+
+// decode_layers.cpp ("amx" variant only): all decoder layers of a decode-only step; `w`
+// holds each layer's tensors (engine/weights/decode_layer_weights.py), `embedded` [T, H]
+// becomes the residual stream (written in place). Returns the final norm's output [T, H].
 at::Tensor decode_layers(const at::Tensor& embedded, const std::vector<at::Tensor>& w,
                          const at::Tensor& final_norm, double eps, const at::Tensor& cos,
                          const at::Tensor& sin, const at::Tensor& kv_cache,
                          const at::Tensor& slots, const at::Tensor& tables,
                          const at::Tensor& context_lens, double scale, int64_t num_heads,
                          int64_t num_kv_heads, int64_t int4_rows);
+
+// int8_linear.cpp: x [M, K] bf16 @ W.T for int8 W given as its [K, N] transposed view, one
+// float scale per output; x * smooth (float [K], optional) is quantised per row on the fly.
+// quantize_rows: (int8 [M, K], float scales [M]) with x * smooth ~= q * scale.
+at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& weight_t,
+                       const at::Tensor& weight_scales, const c10::optional<at::Tensor>& bias,
+                       const c10::optional<at::Tensor>& smooth);
+std::tuple<at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x,
+                                                 const c10::optional<at::Tensor>& smooth);
 
 }  // namespace headstart

@@ -9,9 +9,15 @@ import os
 import torch
 
 from engine.errors import ModelLoadError
+from engine.kernels.build import kernel_path, kernels
 from engine.model import LlamaModel
 from engine.model_config import ModelConfig
 from engine.tokenizer import Tokenizer
+from engine.weights.decode_copies import attach_decode_copies
+from engine.weights.gguf_loader import GGUFCheckpoint
+from engine.weights.int8 import CALIBRATION_TEXT, attach_int8_weights
+from engine.weights.packed import packed_kernels_available
+from engine.weights.safetensors_loader import SafetensorsCheckpoint
 
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 log = logging.getLogger(__name__)
@@ -56,18 +62,28 @@ def resolve_dtype(dtype: str | torch.dtype = "auto",
     return torch.bfloat16 if cpu_supports_bf16() else torch.float32
 
 
+def int8_wanted(setting: bool | None = None) -> bool:
+    """Whether many-row steps run int8 matmuls (engine/weights/int8.py): `setting`, else
+    HEADSTART_INT8 ("0"/"1"), else where the kernels are the AVX-512 variant (no AMX: bf16
+    matmuls run at half the int8 rate there; AMX CPUs keep their bf16 tiles)."""
+    module = kernels()
+    if module is None or not hasattr(module, "int8_linear"):
+        return False
+    if setting is None and os.environ.get("HEADSTART_INT8") in ("0", "1"):
+        setting = os.environ["HEADSTART_INT8"] == "1"
+    return module.variant == "avx512" if setting is None else setting
+
+
 def load_model(path: str | None = None, dtype: str | torch.dtype = "auto",
                device: str | torch.device = "auto", packed_decode: bool = True,
-               ) -> tuple[LlamaModel, Tokenizer, ModelConfig]:
+               int8: bool | None = None) -> tuple[LlamaModel, Tokenizer, ModelConfig]:
     """(model in eval mode, tokenizer, config) for a .gguf file or a Hugging Face folder.
 
     With `packed_decode`, a bf16 model on the CPU loaded from a quantised GGUF also keeps
     packed copies of its Q4/Q8 weights for few-row steps (decode; engine/weights/decode_copies.py).
+    A bf16 CPU model also gets int8 copies for many-row steps where `int8_wanted(int8)`.
+    The path taken is logged and kept as `model.cpu_path`.
     """
-    from engine.weights.gguf_loader import GGUFCheckpoint
-    from engine.weights.packed import packed_kernels_available
-    from engine.weights.safetensors_loader import SafetensorsCheckpoint
-
     path = path or default_model_path()
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
@@ -90,13 +106,17 @@ def load_model(path: str | None = None, dtype: str | torch.dtype = "auto",
     model.load_hf_weights(checkpoint.weights(torch_dtype))
     if freq_factors is not None:
         model.set_rope_freq_factors(freq_factors)
-    if (packed_decode and isinstance(checkpoint, GGUFCheckpoint) and torch_dtype == torch.bfloat16
-            and torch_device.type == "cpu" and packed_kernels_available()):
-        from engine.kernels.build import kernels
-
-        count = model.attach_packed_weights(checkpoint.quant_blocks())
-        log.info("decode copies for %d linears; compiled CPU kernels %s", count,
-                 "on" if kernels() is not None else "off (torch's kernels)")
+    cpu_bf16 = torch_dtype == torch.bfloat16 and torch_device.type == "cpu"
+    if (packed_decode and isinstance(checkpoint, GGUFCheckpoint) and cpu_bf16
+            and packed_kernels_available()):
+        count = attach_decode_copies(model, checkpoint.quant_blocks())
+        log.info("decode copies for %d linears", count)
+    if cpu_bf16:
+        model.cpu_path = kernel_path()
+        if int8_wanted(int8):
+            attach_int8_weights(model, kernels(), tokenizer.encode(CALIBRATION_TEXT))
+            model.cpu_path += ", int8 matmuls"
+        log.info("engine CPU path: %s", model.cpu_path)
     return model.eval(), tokenizer, config
 
 

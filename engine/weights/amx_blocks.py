@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from engine.kernels.build import kernels
+from engine.kernels.build import amx_kernels
 from engine.weights.packed import GROUP, Q4Blocks
 
 COLS = 16  # output columns per block
@@ -61,7 +61,7 @@ class AmxQ4:
         # Q4Blocks: w = (q - 8) * scale + zero = q * scale + (zero - 8 * scale)
         minimum = blocks.zero - 8 * blocks.scale
         return cls(pack_q4_codes(blocks.codes), per_block(blocks.scale),
-                   per_block(minimum - 128 * blocks.scale), (module or kernels()).q4_matmul)
+                   per_block(minimum - 128 * blocks.scale), (module or amx_kernels()).q4_matmul)
 
     def matmul(self, x: Tensor) -> Tensor:
         return self.kernel(x, self.codes, self.scales, self.offsets)
@@ -80,7 +80,7 @@ class AmxQ8:
                    module: ModuleType | None = None) -> AmxQ8:
         """codes int8 [N, K], scales [N, K/32]."""
         return cls(torch.from_numpy(tile_rows(codes.astype(np.int8))), per_block(scales),
-                   (module or kernels()).q8_matmul)
+                   (module or amx_kernels()).q8_matmul)
 
     def matmul(self, x: Tensor) -> Tensor:
         return self.kernel(x, self.codes, self.scales)

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from engine.kernels.build import kernels
+from engine.kernels.build import amx_kernels
 from engine.layers import DecodeCopy
+from engine.model import LlamaModel
 from engine.weights.amx_blocks import AmxQ4, AmxQ8, fits
+from engine.weights.decode_layer_weights import DecodeLayerWeights
 from engine.weights.packed import PackedInt4, PackedInt8, Q4Blocks, Q8Blocks
 
 INT4_MAX_ROWS_BESIDE_AMX = 2
@@ -36,7 +38,7 @@ INT4_MAX_ROWS = 4
 def linear_copies(blocks: Q4Blocks | Q8Blocks) -> tuple[DecodeCopy, ...]:
     """The copies a linear layer keeps for its decode steps, fastest first."""
     rows, cols = blocks.codes.shape
-    amx = kernels() is not None and fits(rows, cols)
+    amx = amx_kernels() is not None and fits(rows, cols)
     if isinstance(blocks, Q8Blocks):
         return (DecodeCopy(AMX_MAX_ROWS, AmxQ8.from_codes(blocks.codes, blocks.scale)),) if amx else ()
     int4 = PackedInt4.from_blocks(blocks)
@@ -48,8 +50,39 @@ def linear_copies(blocks: Q4Blocks | Q8Blocks) -> tuple[DecodeCopy, ...]:
 
 def lm_head_copies(blocks: Q4Blocks | Q8Blocks | None, dense: Tensor) -> tuple[DecodeCopy, ...]:
     """The LM head's: its own quantised blocks through AMX, else int8 rows for 1-row steps."""
-    if blocks is not None and kernels() is not None:
+    if blocks is not None and amx_kernels() is not None:
         copies = linear_copies(blocks)
         if copies:
             return copies
     return (DecodeCopy(1, PackedInt8.from_dense(dense)),)
+
+
+# the model's fused linears and the checkpoint's weights each is made of
+FUSED_SOURCES = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+                 "self_attn.o_proj": ("self_attn.o_proj",),
+                 "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj"),
+                 "mlp.down_proj": ("mlp.down_proj",)}
+
+
+def attach_decode_copies(model: LlamaModel, blocks: dict[str, Q4Blocks | Q8Blocks]) -> int:
+    """Give few-row steps packed copies of the quantised weights (and of the LM head), and
+    the one-call decode kernel its flat list where every linear has the AMX copies.
+
+    `blocks` maps Hugging Face names to unpacked Q4/Q8 tensors. Returns the count of
+    linears given copies.
+    """
+    count = 0
+    for i, layer in enumerate(model.layers):
+        for target, sources in FUSED_SOURCES.items():
+            parts = [blocks.get(f"model.layers.{i}.{name}.weight") for name in sources]
+            kinds = {type(p) for p in parts}
+            if len(kinds) != 1 or kinds.pop() not in (Q4Blocks, Q8Blocks):
+                continue
+            copies = linear_copies(type(parts[0]).concat(parts))
+            if copies:
+                layer.get_submodule(target).decode_copies = copies
+                count += 1
+    head = blocks.get("model.embed_tokens.weight" if model.lm_head is None else "lm_head.weight")
+    model.lm_head_copies = lm_head_copies(head, model.lm_head_weight.detach())
+    model.decode_weights = DecodeLayerWeights.of(model)
+    return count

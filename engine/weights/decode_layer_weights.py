@@ -8,15 +8,13 @@ and the AMX-block copy (3-16 rows). The order here is the `Slot` enum there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-if TYPE_CHECKING:
-    from engine.model import LlamaModel
-
-LINEARS = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
+from engine.model import LINEARS, LlamaModel
+from engine.weights.amx_blocks import AmxQ4
+from engine.weights.packed import PackedInt4
 
 
 @dataclass
@@ -29,9 +27,6 @@ class DecodeLayerWeights:
     def of(cls, model: LlamaModel) -> DecodeLayerWeights | None:
         """None unless every linear has exactly (int4, AMX Q4) copies with shared limits and
         the sizes suit the kernels (hidden and MLP widths in 16s, head_dim in 32s)."""
-        from engine.weights.amx_blocks import AmxQ4
-        from engine.weights.packed import PackedInt4
-
         c = model.config
         if c.hidden_size % 16 or c.intermediate_size % 16 or c.head_dim % 32 or c.head_dim > 256:
             return None

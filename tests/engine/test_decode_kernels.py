@@ -1,6 +1,6 @@
-"""The fused decode kernels (engine/kernels/decode_ops.cpp, decode_attention.cpp) against
-the torch code they replace: same rounding, the cache written where the slots say, bad
-input refused before anything is written."""
+"""The fused kernels (engine/kernels/decode_ops.cpp, decode_attention.cpp,
+prefill_attention.cpp) against the torch code they replace: same rounding, the cache
+written where the slots say, bad input refused before anything is written."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.kernels.build import kernels
+from engine.kernels.build import amx_kernels, kernels
 
 pytestmark = pytest.mark.skipif(kernels() is None, reason="CPU kernels not built here")
 
@@ -95,6 +95,57 @@ def test_several_queries_of_one_sequence_attend_causally():
     torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=1e-2)
 
 
+def chunk_reference(q, cache, table, start, block_size, scale):
+    """Causal SDPA of a chunk at positions start.. over its sequence's gathered context."""
+    length = start + q.shape[0]
+    pos = torch.arange(length)
+    slots = table[pos // block_size] * block_size + pos % block_size
+    k = cache[0].reshape(-1, *cache.shape[3:])[slots].float().transpose(0, 1)[None]
+    v = cache[1].reshape(-1, *cache.shape[3:])[slots].float().transpose(0, 1)[None]
+    mask = pos[None, :] <= (start + torch.arange(q.shape[0]))[:, None]
+    out = F.scaled_dot_product_attention(q.float().transpose(0, 1)[None], k, v, attn_mask=mask,
+                                         scale=scale, enable_gqa=True)
+    return out[0].transpose(0, 1)
+
+
+@pytest.mark.parametrize("length,start,heads,kv,d,block_size", [
+    (37, 0, 9, 3, 64, 16),    # a fresh prompt, a partial last tile
+    (50, 70, 9, 3, 64, 16),   # a chunk continuing a cached prefix
+    (20, 5, 4, 4, 128, 8),    # no GQA, wider heads, small cache blocks
+])
+def test_paged_prefill_attention_writes_the_chunk_and_matches_sdpa(length, start, heads, kv, d,
+                                                                   block_size):
+    torch.manual_seed(length)
+    used = -(-(start + length) // block_size)
+    cache = bf16(2, used + 3, block_size, kv, d)
+    table = torch.randperm(used + 3)[:used]  # blocks out of order
+    pos = torch.arange(start, start + length)
+    slots = table[pos // block_size] * block_size + pos % block_size
+    qkv = bf16(length, (heads + 2 * kv) * d, scale=2.0)  # strided views, as the model passes
+    q = qkv[:, :heads * d].view(length, heads, d)
+    k = qkv[:, heads * d:(heads + kv) * d].view(length, kv, d)
+    v = qkv[:, (heads + kv) * d:].view(length, kv, d)
+    out = kernels().paged_prefill_attention(q, k, v, cache, slots, table, start, d ** -0.5)
+    flat = cache.view(2, -1, kv, d)
+    assert torch.equal(flat[0, slots], k) and torch.equal(flat[1, slots], v)
+    ref = chunk_reference(q, cache, table, start, block_size, d ** -0.5)
+    assert out.shape == (length, heads, d) and out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=2e-2)
+
+
+def test_paged_prefill_attention_refuses_bad_tables_before_writing():
+    cache = bf16(2, 4, 16, 1, 32)
+    before = cache.clone()
+    q, k, v = bf16(2, 2, 32), bf16(2, 1, 32), bf16(2, 1, 32)
+    with pytest.raises(RuntimeError, match="block id out of range"):
+        kernels().paged_prefill_attention(q, k, v, cache, torch.tensor([17, 18]),
+                                          torch.tensor([0, 9]), 17, 1.0)
+    with pytest.raises(RuntimeError, match="slot out of range"):
+        kernels().paged_prefill_attention(q, k, v, cache, torch.tensor([3, 64]),
+                                          torch.tensor([0, 1]), 17, 1.0)
+    assert torch.equal(cache, before)
+
+
 def test_paged_decode_attention_refuses_bad_tables_before_writing():
     cache = bf16(2, 4, 16, 1, 32)
     before = cache.clone()
@@ -108,13 +159,14 @@ def test_paged_decode_attention_refuses_bad_tables_before_writing():
     assert torch.equal(cache, before)
 
 
+@pytest.mark.skipif(amx_kernels() is None, reason="decode_layers.cpp is built only with AMX")
 def test_one_call_decode_is_bit_identical_to_the_layer_loop(smollm_bf16):
     """decode_layers.cpp runs the same kernels as LlamaModel's Python loop: same logits,
     same cache, for 1-2 rows (int4 copies), 3+ rows (AMX blocks) and short prefill chunks."""
     from tests.engine.conftest import PagedSequences
 
     model = smollm_bf16.model
-    assert model.decode_layer_weights() is not None
+    assert model.decode_weights is not None
     fast, loop = PagedSequences(model), PagedSequences(model)
     prompts = {0: [1, 2, 3, 4, 5] * 7, 1: [9, 8, 7] * 5, 2: [11, 12] * 20, 3: [40] * 3}
     steps = [{0: [17]}, {0: [18], 1: [19]}, {0: [20], 1: [21], 2: [22], 3: [23]},

@@ -17,7 +17,8 @@ from engine.weights.decode_copies import (
 )
 from engine.weights.packed import PackedInt4, Q4Blocks, Q8Blocks
 
-needs_kernel = pytest.mark.skipif(gqk.kernels() is None, reason="AMX group kernel not built here")
+needs_kernel = pytest.mark.skipif(gqk.amx_kernels() is None,
+                                  reason="AMX group kernel not built here")
 
 
 def q4_blocks(rows: int, cols: int, seed: int = 0) -> Q4Blocks:
@@ -119,28 +120,39 @@ def test_a_build_from_another_source_is_not_loaded(monkeypatch, tmp_path):
         gqk.kernels.cache_clear()
 
 
-def test_cpu_flags_come_from_cpuinfo(tmp_path):
+def test_the_variant_follows_the_cpu_flags_and_the_setting(tmp_path):
+    """AMX CPUs build every kernel, AVX-512 BF16 + VNNI ones all but the AMX sources,
+    others none; HEADSTART_KERNELS=avx512 masks AMX and 0 turns the kernels off."""
     info = tmp_path / "cpuinfo"
-    info.write_text("processor : 0\nflags : fpu avx512f avx512bw avx512vl avx512_bf16 amx_tile\n")
-    assert not gqk.cpu_has_flags(str(info))  # no amx_bf16
-    info.write_text(info.read_text().replace("amx_tile", "amx_tile amx_bf16"))
-    assert gqk.cpu_has_flags(str(info))
-    assert not gqk.cpu_has_flags(str(tmp_path / "missing"))
+    avx512 = "avx512f avx512bw avx512vl avx512_bf16 avx512_vnni"
+    info.write_text(f"processor : 0\nflags : fpu {avx512} amx_tile\n")
+    assert gqk.variant_for(gqk.cpu_flags(str(info)), "1") is gqk.AVX512  # no amx_bf16
+    info.write_text(f"processor : 0\nflags : fpu {avx512} amx_tile amx_bf16\n")
+    flags = gqk.cpu_flags(str(info))
+    assert gqk.variant_for(flags, "1") is gqk.AMX
+    assert gqk.variant_for(flags, "avx512") is gqk.AVX512
+    assert gqk.variant_for(flags, "0") is None
+    assert gqk.variant_for({"avx512f", "avx512bw", "avx512vl", "avx2"}, "1") is None
+    assert gqk.cpu_flags(str(tmp_path / "missing")) == set()
+    assert {p.name for p in gqk.AMX.sources} - {p.name for p in gqk.AVX512.sources} == set(
+        gqk.AMX_SOURCES)
+    assert "-mamx-tile" not in gqk.AVX512.cflags and gqk.source_hash(gqk.AMX) != gqk.source_hash(
+        gqk.AVX512)
 
 
-def test_setup_on_a_cpu_without_amx_builds_nothing_and_forgets_a_stale_build(
+def test_setup_on_a_cpu_without_avx512_builds_nothing_and_forgets_a_stale_build(
         monkeypatch, tmp_path, capsys):
     """`python -m engine.kernels.build` where the CPU lacks the instructions: no build, and
     a marker left from another machine no longer lets the engine load anything."""
     monkeypatch.setenv("HEADSTART_KERNEL_DIR", str(tmp_path))
-    (tmp_path / gqk.VERIFIED).write_text(gqk.source_hash())
-    monkeypatch.setattr(gqk, "cpu_has_flags", lambda cpuinfo="/proc/cpuinfo": False)
+    (tmp_path / gqk.VERIFIED).write_text(gqk.source_hash(gqk.AVX512))
+    monkeypatch.setattr(gqk, "cpu_flags", lambda cpuinfo="/proc/cpuinfo": {"avx2", "fma"})
     gqk.kernels.cache_clear()
     try:
         assert gqk.main() == 0
         assert "lacks" in capsys.readouterr().out
         assert not (tmp_path / gqk.VERIFIED).exists() and not gqk.verified()
-        assert gqk.kernels() is None
+        assert gqk.kernels() is None and gqk.kernel_path() == "torch fallback"
     finally:
         monkeypatch.undo()
         gqk.kernels.cache_clear()

@@ -12,6 +12,8 @@ import os
 import pytest
 import torch
 
+from engine.layers import Linear
+from engine.onednn_weight import bf16_pack_available
 from tests.engine.conftest import PagedSequences, prompt_logits
 
 PROMPTS = [
@@ -132,28 +134,28 @@ def test_bf16_packed_decode_matches_dense(smollm_bf16, smollm_fp32):
 
 
 def test_bf16_multi_row_linears_use_prepacked_weights_bit_identically(smollm_bf16):
-    """Multi-row bf16 steps run on oneDNN-prepacked weights; results must not move at all."""
-    from engine.weights.packed import bf16_pack_available
-
+    """Multi-row bf16 steps of a linear without an int8 copy (and of the LM head) run on
+    oneDNN-prepacked weights; results must not move at all."""
     model = smollm_bf16.model
     if not bf16_pack_available(model.lm_head_weight):
         pytest.skip("no oneDNN bf16 linear on this build")
     mlp = model.layers[3].mlp
     above = max(copy.max_rows for copy in mlp.gate_up_proj.decode_copies + model.lm_head_copies)
-    for rows in (above + 1, 40):
-        x = torch.randn(rows, model.config.hidden_size, dtype=torch.bfloat16)
-        with torch.inference_mode():
-            out = mlp.gate_up_proj(x)
-            logits = model.compute_logits(x)
-        assert mlp.gate_up_proj.packed_weight is not None
-        assert torch.equal(out, torch.nn.functional.linear(x, mlp.gate_up_proj.weight))
-        assert torch.equal(logits, torch.nn.functional.linear(x, model.lm_head_weight).float())
+    int8, mlp.gate_up_proj.int8_weight = mlp.gate_up_proj.int8_weight, None
+    try:
+        for rows in (above + 1, 40):
+            x = torch.randn(rows, model.config.hidden_size, dtype=torch.bfloat16)
+            with torch.inference_mode():
+                out = mlp.gate_up_proj(x)
+                logits = model.compute_logits(x)
+            assert mlp.gate_up_proj.packed_weight is not None
+            assert torch.equal(out, torch.nn.functional.linear(x, mlp.gate_up_proj.weight))
+            assert torch.equal(logits, torch.nn.functional.linear(x, model.lm_head_weight).float())
+    finally:
+        mlp.gate_up_proj.int8_weight = int8
 
 
 def test_prepacked_weight_follows_an_in_place_reload():
-    from engine.layers import Linear
-    from engine.weights.packed import bf16_pack_available
-
     layer = Linear(32, 16, bias=True).to(torch.bfloat16)
     if not bf16_pack_available(layer.weight):
         pytest.skip("no oneDNN bf16 linear on this build")

@@ -1,0 +1,114 @@
+"""int8 copies of the weights for steps of many rows (prefill chunks, decode batches) on
+CPUs whose compiled kernels include engine/kernels/int8_linear.cpp.
+
+Each output channel keeps one float scale (max |w| / 127) and every row of x is quantised
+on the fly with its own (per-token) scale, so a matmul runs on int8 products: twice bf16's
+rate with AVX-512 VNNI. Per-token scales alone cost SmolLM2-135M ~2% perplexity: a few
+input channels carry outliers that crush the others' resolution. SmoothQuant (Xiao et al.,
+2023) moves them into the weights: each input channel j is divided by
+s_j = sqrt(max|x_j| / max|W_j|) in x and multiplied by it in W, with max|x_j| measured once
+at load on a short built-in text (`CALIBRATION_TEXT`). That leaves the perplexity of a fixed
+English text within 1% of float32 (bench/int8_quality.py; tests/engine/test_int8_quality.py).
+The LM head keeps its bf16 and per-row int8 copies: quantising its input costs another 1.3%.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from engine.attention import AttentionMetadata
+from engine.model import LINEARS, LlamaModel
+
+OUTPUT_MULTIPLE = 16  # the kernel scales 16 outputs at a time
+SMOOTHING_ALPHA = 0.5  # s_j = max|x_j|^a / max|W_j|^(1-a); 0.5 measured best of 0, .5, .7, .85
+# Measured on for the smoothing factors; any ordinary text shows the same outlier channels.
+CALIBRATION_TEXT = (
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+    "Summarise the water cycle in two sentences, then write a Python function that returns "
+    "the sum of the squares of a list of numbers.<|im_end|>\n<|im_start|>assistant\n"
+    "Water evaporates from seas and lakes, rises, cools into clouds and falls again as rain "
+    "or snow, which rivers carry back to the sea. The cycle is driven by the sun's heat.\n\n"
+    "def sum_of_squares(values):\n    return sum(v * v for v in values)\n<|im_end|>\n"
+    "The committee met on 12 March 2024 in Geneva; 47 members voted, 31 in favour."
+)
+
+
+@dataclass
+class PackedW8A8:
+    """An int8 weight with per-output-channel scales and per-input-channel smoothing;
+    `matmul(x, bias)` = x @ W.T + bias for bf16 x, x quantised per row in the kernel."""
+
+    weight_t: Tensor  # int8 [K, N]: the transposed view of a contiguous [N, K] (W * s)
+    scales: Tensor    # float32 [N]
+    smooth: Tensor | None  # float32 [K]: 1 / s, applied to x before quantising
+    kernel: Any       # the compiled int8_linear
+
+    @classmethod
+    def from_dense(cls, w: Tensor, module: ModuleType,
+                   input_max: Tensor | None = None) -> PackedW8A8:
+        """`input_max`: max |x_j| per input channel measured on real inputs (no smoothing
+        without it)."""
+        w = w.detach().float()
+        smooth = None
+        if input_max is not None:
+            s = (input_max.float().clamp(min=1e-5) ** SMOOTHING_ALPHA
+                 / w.abs().amax(dim=0).clamp(min=1e-5) ** (1 - SMOOTHING_ALPHA))
+            w = w * s
+            smooth = (1 / s).contiguous()
+        scales = (w.abs().amax(dim=1) / 127).clamp(min=1e-12)
+        codes = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
+        return cls(codes.t(), scales.contiguous(), smooth, module.int8_linear)
+
+    def dequantize(self) -> Tensor:
+        """W as the kernel sees it, float32 [N, K] (the smoothing undone)."""
+        w = self.weight_t.t().float() * self.scales[:, None]
+        return w if self.smooth is None else w * self.smooth
+
+    def matmul(self, x: Tensor, bias: Tensor | None = None) -> Tensor:
+        return self.kernel(x.contiguous(), self.weight_t, self.scales, bias, self.smooth)
+
+
+@torch.inference_mode()
+def input_maxima(model: LlamaModel, ids: list[int], block_size: int = 16) -> dict[nn.Module, Tensor]:
+    """max |x_j| of every linear's input channels over one prompt of `ids` (bf16 matmuls)."""
+    seen: dict[nn.Module, Tensor] = {}
+
+    def record(module: nn.Module, args: tuple[Tensor, ...]) -> None:
+        top = args[0].float().abs().amax(dim=0)
+        seen[module] = top if module not in seen else torch.maximum(seen[module], top)
+
+    linears = [layer.get_submodule(name) for layer in model.layers for name in LINEARS]
+    hooks = [linear.register_forward_pre_hook(record) for linear in linears]
+    try:
+        c, n = model.config, len(ids)
+        blocks = -(-n // block_size)
+        kv = torch.zeros(c.num_layers, 2, blocks, block_size, c.num_kv_heads, c.head_dim,
+                         dtype=model.dtype, device=model.device)
+        pos = torch.arange(n, device=model.device)
+        table = torch.arange(blocks, device=model.device)
+        meta = AttentionMetadata(pos, [0, n], [n], table[None])
+        model(torch.tensor(ids, device=model.device), pos, meta, kv)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return seen
+
+
+def attach_int8_weights(model: LlamaModel, module: ModuleType, calibration: list[int]) -> int:
+    """Give every linear of a bf16 CPU model its smoothed int8 copy, with the smoothing
+    measured on the token ids `calibration`; returns how many linears got one."""
+    maxima = input_maxima(model, calibration)
+    count = 0
+    for layer in model.layers:
+        for name in LINEARS:
+            linear = layer.get_submodule(name)
+            if linear.out_features % OUTPUT_MULTIPLE == 0:
+                linear.int8_weight = PackedW8A8.from_dense(linear.weight, module,
+                                                           maxima.get(linear))
+                count += 1
+    return count
