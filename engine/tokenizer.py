@@ -1,6 +1,7 @@
 """The engine's tokenizer: a fast `tokenizers` BPE plus the checkpoint's chat template.
 
-Built from GGUF metadata (see weights/gguf_tokenizer.py) or from a Hugging Face folder
+Built from GGUF metadata (`engine.weights.gguf_tokenizer.tokenizer_from_gguf_metadata`) or
+from a Hugging Face folder
 (`tokenizer.json`, `tokenizer_config.json`, `chat_template.jinja`). The chat template runs
 in a sandboxed jinja2 environment with the same options Hugging Face uses, so prompts
 match `apply_chat_template` exactly.
@@ -116,21 +117,6 @@ class Tokenizer:
                 bos_token=self.bos_token or "", eos_token=self.eos_token or "", **kwargs)
         except (TemplateError, TypeError, KeyError) as exc:
             raise InvalidRequest(f"chat template rejected the messages: {exc}", "messages") from exc
-
-    @classmethod
-    def from_gguf_metadata(cls, meta: dict[str, Any]) -> Tokenizer:
-        from engine.weights.gguf_tokenizer import tokenizer_from_gguf
-
-        tokens = meta["tokenizer.ggml.tokens"]
-
-        def token(key: str) -> str | None:
-            index = meta.get(key)
-            return tokens[index] if index is not None and 0 <= index < len(tokens) else None
-
-        return cls(tokenizer_from_gguf(meta), meta.get("tokenizer.chat_template"),
-                   bos_token=token("tokenizer.ggml.bos_token_id"),
-                   eos_token=token("tokenizer.ggml.eos_token_id"),
-                   add_bos_token=bool(meta.get("tokenizer.ggml.add_bos_token", False)))
 
     @classmethod
     def from_folder(cls, folder: str, extra_eos_ids: list[int] | None = None) -> Tokenizer:

@@ -22,23 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("engine", "gateway", "cache", "prompts", "bench")
 
-# Imports that close a circle today, each to be mended in the engine's model, weights and
-# kernels; delete a line when its import is gone (the test says when).
-KNOWN_CIRCLES: dict[tuple[str, str], str] = {
-    # the model declares its decode copies' types and builds them (engine/weights/ imports
-    # the model back): the loader should build and attach them
-    ("engine.model", "engine.weights.decode_layer_weights"): "model <-> decode layer weights",
-    ("engine.model", "engine.weights.decode_copies"): "model <-> decode layer weights",
-    ("engine.model", "engine.weights.packed"): "model <-> decode layer weights",
-    ("engine.weights.decode_layer_weights", "engine.model"): "model <-> decode layer weights",
-    # the kernels' self-test packs blocks with engine/weights/, which uses the kernels
-    ("engine.kernels.build", "engine.weights.amx_blocks"): "kernels <-> amx blocks",
-    ("engine.kernels.build", "engine.weights.packed"): "kernels <-> amx blocks",
-    # layers pack their bf16 weights with engine/weights/, whose __init__ imports the model
-    ("engine.layers", "engine.weights.packed"): "layers <-> packed weights",
-    # the tokenizer reads a GGUF's vocabulary with engine/weights/, whose __init__ imports it
-    ("engine.tokenizer", "engine.weights.gguf_tokenizer"): "tokenizer <-> gguf tokenizer",
-}
+# Imports allowed to close a circle, each with the reason: none today. Keep it that way.
+KNOWN_CIRCLES: dict[tuple[str, str], str] = {}
 
 # (importer's package, packages it must not import)
 FORBIDDEN = [

@@ -15,6 +15,7 @@ from engine.model_config import ModelConfig
 from engine.tokenizer import Tokenizer
 from engine.weights.decode_copies import attach_decode_copies
 from engine.weights.gguf_loader import GGUFCheckpoint
+from engine.weights.gguf_tokenizer import tokenizer_from_gguf_metadata
 from engine.weights.int8 import CALIBRATION_TEXT, attach_int8_weights
 from engine.weights.packed import packed_kernels_available
 from engine.weights.safetensors_loader import SafetensorsCheckpoint
@@ -93,7 +94,7 @@ def load_model(path: str | None = None, dtype: str | torch.dtype = "auto",
         freq_factors = None
     elif os.path.isfile(path):
         checkpoint = GGUFCheckpoint(path)
-        tokenizer = Tokenizer.from_gguf_metadata(checkpoint.metadata)
+        tokenizer = tokenizer_from_gguf_metadata(checkpoint.metadata)
         freq_factors = checkpoint.rope_freq_factors()
     else:
         raise ModelLoadError(f"model path {path!r} does not exist")

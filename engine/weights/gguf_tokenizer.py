@@ -13,6 +13,7 @@ from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 
 from engine.errors import ModelLoadError
+from engine.tokenizer import Tokenizer
 
 CONTROL, USER_DEFINED = 3, 4
 
@@ -59,3 +60,17 @@ def tokenizer_from_gguf(meta: dict[str, Any]) -> HFTokenizer:
     tok.add_tokens([AddedToken(t, special=False, normalized=False)
                     for t, kind in zip(tokens, types, strict=False) if kind == USER_DEFINED])
     return tok
+
+
+def tokenizer_from_gguf_metadata(meta: dict[str, Any]) -> Tokenizer:
+    """The engine's `Tokenizer` (BPE, chat template, special tokens) from GGUF metadata."""
+    tokens = meta["tokenizer.ggml.tokens"]
+
+    def token(key: str) -> str | None:
+        index = meta.get(key)
+        return tokens[index] if index is not None and 0 <= index < len(tokens) else None
+
+    return Tokenizer(tokenizer_from_gguf(meta), meta.get("tokenizer.chat_template"),
+                     bos_token=token("tokenizer.ggml.bos_token_id"),
+                     eos_token=token("tokenizer.ggml.eos_token_id"),
+                     add_bos_token=bool(meta.get("tokenizer.ggml.add_bos_token", False)))

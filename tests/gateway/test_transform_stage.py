@@ -31,11 +31,11 @@ from prompts.summary_cache import SUMMARY_INSTRUCTION
 @pytest.fixture(scope="module")
 def engine_like():
     """What the stage reads from the engine: its tokenizer and context length."""
-    from engine.tokenizer import Tokenizer
     from engine.weights import default_model_path
     from engine.weights.gguf_loader import GGUFCheckpoint
+    from engine.weights.gguf_tokenizer import tokenizer_from_gguf_metadata
 
-    tok = Tokenizer.from_gguf_metadata(GGUFCheckpoint(default_model_path()).metadata)
+    tok = tokenizer_from_gguf_metadata(GGUFCheckpoint(default_model_path()).metadata)
     return SimpleNamespace(tokenizer=tok, max_model_len=8192)
 
 

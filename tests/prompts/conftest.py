@@ -8,11 +8,11 @@ import pytest
 @pytest.fixture(scope="session")
 def engine_tokenizer():
     """SmolLM2's tokenizer and chat template, read from the GGUF's metadata."""
-    from engine.tokenizer import Tokenizer
     from engine.weights import default_model_path
     from engine.weights.gguf_loader import GGUFCheckpoint
+    from engine.weights.gguf_tokenizer import tokenizer_from_gguf_metadata
 
-    return Tokenizer.from_gguf_metadata(GGUFCheckpoint(default_model_path()).metadata)
+    return tokenizer_from_gguf_metadata(GGUFCheckpoint(default_model_path()).metadata)
 
 
 @pytest.fixture(scope="session")
