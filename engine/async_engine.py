@@ -53,9 +53,15 @@ class AsyncEngine:
 
     async def generate(self, prompt: str | list[int], params: SamplingParams, *,
                        request_id: str | None = None,
-                       session_id: str | None = None) -> AsyncIterator[GenerationDelta]:
-        """Stream the deltas of one request; raises InvalidRequest before queueing bad input."""
+                       session_id: str | None = None,
+                       cache_salt: str | None = None) -> AsyncIterator[GenerationDelta]:
+        """Stream the deltas of one request; raises InvalidRequest before queueing bad input.
+        `cache_salt` (vLLM's field) keys the request's KV blocks: only requests with the same
+        salt share cached prefixes."""
+        if cache_salt is not None and (not isinstance(cache_salt, str) or not cache_salt):
+            raise InvalidRequest("cache_salt must be a non-empty string", "cache_salt")
         seq = self.engine.make_sequence(prompt, params, request_id, session_id)
+        seq.cache_salt = cache_salt
         if seq.request_id in self._streams:
             raise InvalidRequest(f"request id {seq.request_id!r} is already running", "request_id")
         stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())

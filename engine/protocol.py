@@ -81,6 +81,8 @@ class SamplingFields(BaseModel):
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     seed: int | None = None
     user: str | None = None
+    # vLLM's field: partitions the engine's prefix cache (only equal salts share blocks)
+    cache_salt: str | None = Field(default=None, min_length=1)
     # Headstart extensions
     session_id: str | None = None
     cache: dict[str, Any] | None = None  # per-request cache controls for SDKs without headers

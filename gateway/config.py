@@ -65,6 +65,10 @@ class RouteConfig(RoutePolicy):
     fallback: str | None = None  # tried when the upstream fails before the first chunk
     timeout_s: float = Field(default=60.0, gt=0)  # the upstream's longest silence (see README)
     total_timeout_s: float | None = Field(default=None, gt=0)  # whole answer; None = no cap
+    # engine prefix cache partitioned by tenant (`cache_salt`); None: `tenant` when API keys
+    # exist, else `none`
+    kv_isolation: Literal["tenant", "none"] | None = None
+    max_queue_s: float | None = Field(default=None, gt=0)  # overrides limits.max_queue_s
 
     @field_validator("name")
     @classmethod
@@ -77,7 +81,14 @@ class RouteConfig(RoutePolicy):
         return self.cache.exact.enabled or self.cache.semantic.enabled
 
 
-class ApiKey(_Strict):
+class RateLimits(_Strict):
+    """Requests and tokens per minute (either optional); see gateway/rate_limit.py."""
+
+    rpm: int | None = Field(default=None, ge=1)
+    tpm: int | None = Field(default=None, ge=1)
+
+
+class ApiKey(RateLimits):
     key: str
     tenant: str = Field(min_length=1)
 
@@ -85,6 +96,7 @@ class ApiKey(_Strict):
 class AuthConfig(_Strict):
     admin_key: str | None = None  # guards /admin/*
     keys: list[ApiKey] = Field(default_factory=list)  # without keys the gateway is open
+    tenants: dict[str, RateLimits] = Field(default_factory=dict)  # limits shared by a tenant's keys
 
     @field_validator("admin_key")
     @classmethod
@@ -99,6 +111,8 @@ class AuthConfig(_Strict):
 
 class LimitsConfig(_Strict):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # larger bodies get 413
+    # expected queue wait past this -> 429 + Retry-After (gateway/admission.py); None: off
+    max_queue_s: float | None = Field(default=None, gt=0)
 
 
 class CorsConfig(_Strict):

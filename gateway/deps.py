@@ -19,6 +19,7 @@ from starlette.types import Receive, Scope
 from engine.protocol import APIError, ChatCompletionRequest, CompletionRequest
 from gateway.context import CacheControl, RequestContext
 from gateway.errors import from_pydantic
+from gateway.kv_isolation import cache_salt_for
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -152,4 +153,5 @@ def build_context(
         namespace=namespace,
         session_id=session_id or headers.get("x-session-id") or body.session_id,
         cache_control=cache_control,
+        cache_salt=cache_salt_for(route, tenant, body.cache_salt, not conn.app.state.auth.open),
     )

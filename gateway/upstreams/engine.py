@@ -70,7 +70,7 @@ class EngineUpstream(Upstream):
 
         def start(ids: list[int], params: Any, engine_request_id: str) -> AsyncIterator[Any]:
             return self.engine.generate(ids, params, request_id=engine_request_id,
-                                        session_id=ctx.session_id)
+                                        session_id=ctx.session_id, cache_salt=ctx.cache_salt)
 
         try:
             stream = generate_choices(start, inp.requests(), inp.n, request_id)
