@@ -320,13 +320,15 @@ class APIError(Exception):
     """An error that becomes an OpenAI-style body with `status`; raise it anywhere."""
 
     def __init__(
-        self, status: int, message: str, *, param: str | None = None, code: str | None = None
+        self, status: int, message: str, *, param: str | None = None, code: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
         self.code = code
+        self.headers = headers  # sent with the error (429: Retry-After, x-ratelimit-*)
 
     def body(self) -> dict[str, Any]:
         detail = ErrorDetail(

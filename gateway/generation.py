@@ -64,15 +64,18 @@ async def serve_generation(app: GatewayApp, scope: Scope, receive: Receive, send
         send = app.cors.wrap(send, headers.get("origin"))
     out = CoalescedSend(send)
     watch: ClientWatch | None = None
+    settlement = None
     try:
         if scope["method"] != "POST":
             raise APIError(405, f"Method {scope['method']} is not allowed on {scope['path']}")
-        tenant = state.auth.tenant_for(request)
+        caller = state.auth.caller_for(request)
+        tenant = None if caller is None else caller.tenant
         raw = await receive_body(receive, headers.get("content-length"),
                                  state.config.limits.max_body_bytes)
         body = parse_model(raw, model)
         ctx = build_context(request, kind, body, route_name, tenant, headers=headers)
         ctx.client_json = raw
+        settlement = await state.rate_limits.check(ctx, caller)
         watch = ClientWatch(receive)
         await write_answer(ctx, state.pipeline, out)
     except asyncio.CancelledError:
@@ -92,10 +95,14 @@ async def serve_generation(app: GatewayApp, scope: Scope, receive: Receive, send
     finally:
         if watch is not None:
             watch.stop()
+        if settlement is not None:
+            state.rate_limits.settle_later(settlement, ctx)
 
 
 async def _send_error(send: CoalescedSend, err: APIError, request_id: str) -> None:
     headers = [(b"x-request-id", request_id.encode())]
     if err.status == 405:
         headers.append((b"allow", b"POST"))
+    if err.headers:
+        headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in err.headers.items()]
     await send_json(send, err.status, json.dumps(err.body()).encode(), headers)

@@ -25,6 +25,7 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from engine.protocol import APIError, ChatCompletionRequest
+from gateway.auth import Caller
 from gateway.deps import build_context, parse_model
 
 router = APIRouter(tags=["websocket"])
@@ -78,7 +79,7 @@ async def chat_socket(websocket: WebSocket, route_name: str | None = None) -> No
                   or websocket.headers.get("x-session-id") or f"ws-{uuid.uuid4().hex[:16]}")
     await websocket.accept()
     try:
-        tenant = state.auth.tenant_for(websocket)
+        caller = state.auth.caller_for(websocket)
     except APIError as e:
         await websocket.send_text(_error(e))
         await websocket.close(code=POLICY_VIOLATION, reason=e.message[:120])
@@ -91,7 +92,7 @@ async def chat_socket(websocket: WebSocket, route_name: str | None = None) -> No
             raw = message.get("bytes") or (message.get("text") or "").encode()
             reader.answering = asyncio.current_task()
             try:
-                await _answer(websocket, raw, limit, route_name, tenant, session_id)
+                await _answer(websocket, raw, limit, route_name, caller, session_id)
             except asyncio.CancelledError:
                 if not reader.closed:
                     raise  # the server is shutting down
@@ -108,26 +109,35 @@ async def chat_socket(websocket: WebSocket, route_name: str | None = None) -> No
 
 
 async def _answer(websocket: WebSocket, raw: bytes, limit: int, route_name: str | None,
-                  tenant: str | None, session_id: str) -> None:
+                  caller: Caller | None, session_id: str) -> None:
     """One request on the socket: chunks, then `done` (or an `error` message)."""
-    ctx = None
+    ctx = settlement = None
+    state = websocket.app.state
     try:
         if len(raw) > limit:
             raise APIError(413, f"Message too large: the limit is {limit} bytes",
                            code="request_too_large")
         body = parse_model(raw, ChatCompletionRequest)
+        tenant = None if caller is None else caller.tenant
         ctx = build_context(websocket, "chat", body, route_name, tenant, session_id=session_id)
-        chunks = websocket.app.state.pipeline.run(ctx)
+        settlement = await state.rate_limits.check(ctx, caller)
+        chunks = state.pipeline.run(ctx)
         async with aclosing(chunks):  # the client leaving mid-answer aborts the upstream
             async for chunk in chunks:
                 await websocket.send_text(chunk.model_dump_json())
     except APIError as e:
         await websocket.send_text(_error(e, ctx.request_id if ctx else None))
         return
+    finally:
+        if settlement is not None:
+            state.rate_limits.settle_later(settlement, ctx)
     headers = {k.decode(): v.decode("latin-1") for k, v in ctx.response_headers()}
     done: dict[str, Any] = {"type": "done", "request_id": ctx.request_id, "headers": headers}
     await websocket.send_text(json.dumps(done))
 
 
 def _error(err: APIError, request_id: str | None = None) -> str:
-    return json.dumps({"type": "error", "request_id": request_id, **err.body()})
+    message = {"type": "error", "request_id": request_id, **err.body()}
+    if err.headers:  # a 429's Retry-After and x-ratelimit-*
+        message["headers"] = err.headers
+    return json.dumps(message)
