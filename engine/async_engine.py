@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from engine.outputs import EngineStats, GenerationDelta
 from engine.sampling_params import SamplingParams
 from engine.sequence import Sequence
 from engine.step_executor import StepJob, StepThreadExecutor
+from engine.wait_estimate import StepMeter, expected_wait_s
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,7 @@ class AsyncEngine:
         self._start_lock = threading.Lock()
         #: runs a call on the step thread between steps (see engine/step_executor.py)
         self.executor = StepThreadExecutor(self._post, self._ensure_thread)
+        self.meter = StepMeter()  # measured step costs, for `expected_wait_s`
 
     async def generate(self, prompt: str | list[int], params: SamplingParams, *,
                        request_id: str | None = None,
@@ -91,6 +94,15 @@ class AsyncEngine:
     def stats(self) -> EngineStats:
         return self.engine.stats()
 
+    def expected_wait_s(self, prompt_tokens: int) -> float:
+        """Seconds a request of `prompt_tokens` arriving now would wait for its first token
+        (engine/wait_estimate.py), behind every request queued, running or just posted."""
+        scheduler = self.engine.scheduler
+        waiting = list(scheduler.waiting)
+        waiting += [item for item in list(self._inbox) if isinstance(item, Sequence)]
+        return expected_wait_s(list(scheduler.running), waiting, scheduler.max_num_seqs,
+                               self.meter.costs, prompt_tokens)
+
     async def shutdown(self) -> None:
         """Stop the step loop (requests still running are aborted)."""
         self._stopping = True
@@ -122,7 +134,11 @@ class AsyncEngine:
                 self._wake.clear()
                 continue
             try:
+                scheduler = self.engine.scheduler
+                self.meter.before([*scheduler.running, *scheduler.waiting])
+                started = time.perf_counter()
                 deltas = self.engine.step()
+                self.meter.after(time.perf_counter() - started)
             except Exception as exc:  # a bug outside the model call: fail everyone in flight
                 log.exception("engine step loop error")
                 deltas = self._fail_all(f"{type(exc).__name__}: {exc}")

@@ -21,6 +21,7 @@ from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.admission import Admission
 from gateway.auth import Authenticator
 from gateway.cache_stage import CacheStage
 from gateway.config import DEFAULT_MODEL_NAME, ConfigError, GatewayConfig, UpstreamConfig
@@ -31,6 +32,7 @@ from gateway.errors import install_error_handlers
 from gateway.generation import match, serve_generation
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Pipeline
+from gateway.rate_limit import RateLimiter
 from gateway.routers import admin, embeddings, health, models, ws
 from gateway.routing import RouteTable
 from gateway.transform_stage import TransformStage
@@ -81,6 +83,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.metrics.watch_cache(state.cache.stats_snapshot)
     state.transforms = TransformStage(config, state.engine)
     state.pipeline = Pipeline(state.upstreams, state.cache, state.transforms, state.metrics)
+    state.pipeline.admission = Admission(config, state.engine, state.metrics.count_shed)
     unshare = share_step_thread(state.engine)
     # the startup heap (torch, weights, config) leaves the collector's scans: a full
     # collection over it takes tens of ms, a latency spike for whichever request waits
@@ -93,6 +96,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         for upstream in state.upstreams.values():
             await upstream.aclose()
         await state.cache.close()
+        state.rate_limits.close()
         if state.engine is not None:
             await state.engine.shutdown()
 
@@ -144,6 +148,7 @@ def create_app(config: GatewayConfig | None = None) -> GatewayApp:
     app.state.routes = RouteTable(config)
     app.state.auth = Authenticator(config.auth)
     app.state.metrics = GatewayMetrics()
+    app.state.rate_limits = RateLimiter.for_config(config, app.state.metrics)
     app.state.engine = None
     app.cors = CorsPolicy.from_config(config.cors)
     install_error_handlers(app)
