@@ -81,6 +81,7 @@ class SamplingFields(BaseModel):
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     seed: int | None = None
     user: str | None = None
+    logit_bias: dict[str, Any] | None = None  # token id -> bias in [-100, 100]
     # vLLM's field: partitions the engine's prefix cache (only equal salts share blocks)
     cache_salt: str | None = Field(default=None, min_length=1)
     # Headstart extensions

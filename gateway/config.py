@@ -113,6 +113,9 @@ class LimitsConfig(_Strict):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # larger bodies get 413
     # expected queue wait past this -> 429 + Retry-After (gateway/admission.py); None: off
     max_queue_s: float | None = Field(default=None, gt=0)
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)  # request line + headers; 431
+    header_timeout_s: float = Field(default=10.0, gt=0)  # a request's headers must be in by then
+    body_timeout_s: float = Field(default=30.0, gt=0)  # and its body by this after them; 408
 
 
 class CorsConfig(_Strict):
