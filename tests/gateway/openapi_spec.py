@@ -3,8 +3,8 @@
 The gateway serves no `/openapi.json` (and its generation endpoints are plain ASGI, outside
 FastAPI's routing), so the document is put together here: FastAPI's own for its routers,
 plus the request bodies that are read by hand, from the same pydantic models that
-validate them. `model` names are narrowed to the served ones so that valid cases reach
-the engine instead of stopping at routing.
+validate them. `model` and `route` are narrowed to the served names, so that valid cases
+reach the engine and the caches instead of stopping at routing.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ def gateway_openapi(app: FastAPI, models: list[str], routes: list[str]) -> dict[
         schemas.update(schema.pop("$defs", {}))
         if "model" in schema["properties"]:
             schema["properties"]["model"] = {"type": "string", "enum": models}
+        if "route" in schema["properties"]:
+            schema["properties"]["route"] = {"type": "string", "enum": routes}
         forms = [path] if path.startswith("/admin") else [path, "/r/{route_name}" + path]
         for form in forms:
             operation = paths.setdefault(form, {}).setdefault("post", {"responses": {

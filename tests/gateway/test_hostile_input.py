@@ -9,6 +9,7 @@ import json
 import socket
 import time
 
+import httpx
 import openai
 import pytest
 from websockets.exceptions import ConnectionClosed
@@ -184,3 +185,17 @@ def test_websocket_frames_too_large_or_malformed_close_with_a_reason(start_gatew
             data += chunk
     close_frame = data[data.rindex(b"\x88"):]  # the server's close frame
     assert int.from_bytes(close_frame[2:4], "big") == 1007
+
+
+@pytest.mark.parametrize("response", [{"foo": 1}, {"content": 5}, {"choices": [1]},
+                                      {"choices": [{"message": {"content": ["x"]}}]}])
+def test_a_curated_entry_of_no_known_shape_is_a_400_not_a_500(start_gateway, engine_server,
+                                                              response):
+    base = start_gateway({"upstreams": {"remote": {"kind": "openai",
+                                                   "base_url": engine_server.base_url + "/v1"}},
+                          "routes": [{"name": "cached", "models": ["cached"],
+                                      "upstream": "remote",
+                                      "cache": {"exact": {"enabled": True}}}]})
+    r = httpx.post(base + "/admin/cache/entries", timeout=30,
+                   json={"route": "cached", "messages": HELLO, "response": response})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "response"
