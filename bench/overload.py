@@ -20,129 +20,97 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from bench.loadgen import LoadConfig, run_load
-from bench.processes import ServerProcess, free_port, headstart_cmd
-from bench.stats import RequestRecord, percentile
-from bench.targets import MODEL_NAME, _write_yaml, gateway_config
+from bench.outcomes import Tally, serve
+from bench.processes import ServerProcess
+from bench.stats import RequestRecord
+from bench.targets import MODEL_NAME, gateway_config
 
 
 @dataclass
 class Outcome:
-    """One run against one gateway."""
+    """One run against one gateway: the tally of its requests and what the SLO makes of it."""
 
     target: str
-    kind: str  # burst | rate
-    offered: int
-    answered: int = 0
-    shed: int = 0
-    server_errors: int = 0
-    other_errors: int = 0
-    ttft_p50_ms: float | None = None
-    ttft_p95_ms: float | None = None
-    within_slo: float = 0.0  # share of the answered whose TTFT met the SLO
-    goodput_rps: float = 0.0
+    kind: str  # burst | rate R/s
+    tally: Tally = field(default_factory=Tally)
+    seconds: float = 0.0
     retry_after_s: list[int] = field(default_factory=list)
 
-    def fill(self, ttfts_s: list[float], slo_ms: float, seconds: float) -> Outcome:
-        self.answered = len(ttfts_s)
-        ms = [t * 1000 for t in ttfts_s]
-        p50, p95 = percentile(ms, 50), percentile(ms, 95)
-        self.ttft_p50_ms = None if p50 is None else round(p50, 1)
-        self.ttft_p95_ms = None if p95 is None else round(p95, 1)
-        good = sum(1 for t in ms if t <= slo_ms)
-        self.within_slo = round(good / len(ms), 3) if ms else 0.0
-        self.goodput_rps = round(good / seconds, 3)
-        return self
+    def row(self, slo_ms: float) -> str:
+        t = self.tally
+        good = sum(1 for s in t.ttfts_s if s * 1000 <= slo_ms)
+        within = 100 * good / len(t.ttfts_s) if t.ttfts_s else 0.0
+        return (f"| {self.kind} | {self.target} | {t.offered} | {t.answered} | {t.shed} | "
+                f"{t.server_errors} | {t.other_errors} | {t.ttft_ms(50)} / {t.ttft_ms(95)} | "
+                f"{within:.0f}% | {good / self.seconds:.2f} |")
+
+    def to_json(self) -> dict:
+        return {"target": self.target, "kind": self.kind, **self.tally.to_json(),
+                "seconds": round(self.seconds, 1), "retry_after_s": self.retry_after_s}
 
 
 def start_gateway(max_queue_s: float | None) -> ServerProcess:
     config = gateway_config(features=False)
     if max_queue_s is not None:
         config["limits"] = {"max_queue_s": max_queue_s}
-    port = free_port()
-    path = _write_yaml(config, "bench-overload-")
-    return ServerProcess(headstart_cmd("serve", "--config", path, "--port", str(port),
-                                       "--log-level", "warning"), port).start()
+    return serve(config, "bench-overload-")
 
 
 async def one_burst_request(http: httpx.AsyncClient, i: int, max_tokens: int,
-                            out: Outcome) -> float | None:
-    """One streamed request of the burst; its TTFT when answered."""
+                            out: Outcome) -> None:
+    """One streamed request of the burst, counted into `out` as the load generator would."""
     body = {"model": MODEL_NAME, "stream": True, "max_tokens": max_tokens,
             "messages": [{"role": "user", "content": f"Tell me about the number {i}."}]}
+    record = RequestRecord(session_id=f"burst-{i}", turn=0, sent_s=0.0)
     started = time.perf_counter()
     async with http.stream("POST", "/v1/chat/completions", json=body) as r:
-        if r.status_code == 429:
-            out.shed += 1
-            out.retry_after_s.append(int(r.headers.get("retry-after", "0")))
-            await r.aread()
-            return None
-        if r.status_code >= 500:
-            out.server_errors += 1
         if r.status_code != 200:
-            out.other_errors += r.status_code < 500
             await r.aread()
-            return None
-        ttft = None
-        async for line in r.aiter_lines():
-            if ttft is None and line.startswith("data: {") and '"content":"' in line:
-                ttft = time.perf_counter() - started
-        return ttft
+            name = "RateLimitError" if r.status_code == 429 else "APIStatusError"
+            record.error = f"{name}: Error code: {r.status_code}"
+            if r.status_code == 429:
+                out.retry_after_s.append(int(r.headers.get("retry-after", "0")))
+        else:
+            async for line in r.aiter_lines():
+                if record.ttft_s is None and line.startswith("data: {") and '"content":"' in line:
+                    record.ttft_s = time.perf_counter() - started
+            record.e2e_s = time.perf_counter() - started
+    out.tally.add(record)
 
 
-async def burst(target: str, base_url: str, size: int, max_tokens: int,
-                slo_ms: float) -> Outcome:
-    out = Outcome(target, "burst", size)
+async def burst(target: str, base_url: str, size: int, max_tokens: int) -> Outcome:
+    out = Outcome(target, "burst")
     started = time.perf_counter()
     async with httpx.AsyncClient(base_url=base_url, timeout=600,
                                  limits=httpx.Limits(max_connections=size)) as http:
-        ttfts = await asyncio.gather(*(one_burst_request(http, i, max_tokens, out)
-                                       for i in range(size)))
-    return out.fill([t for t in ttfts if t is not None], slo_ms, time.perf_counter() - started)
+        await asyncio.gather(*(one_burst_request(http, i, max_tokens, out)
+                               for i in range(size)))
+    out.seconds = time.perf_counter() - started
+    return out
 
 
-def classify(records: list[RequestRecord], out: Outcome) -> list[float]:
-    """Count the measured records' outcomes into `out`; the answered ones' TTFTs."""
-    ttfts = []
-    for record in records:
-        if record.warmup:
-            continue
-        out.offered += 1
-        error = record.error or ""
-        if record.ok and record.ttft_s is not None:
-            ttfts.append(record.ttft_s)
-        elif error.startswith("RateLimitError"):
-            out.shed += 1
-        elif error.startswith("InternalServerError") or "Error code: 5" in error:
-            out.server_errors += 1
-        else:
-            out.other_errors += 1
-    return ttfts
-
-
-async def at_rate(target: str, base_url: str, rate: float, duration_s: float, seed: int,
-                  slo_ms: float) -> Outcome:
+async def at_rate(target: str, base_url: str, rate: float, duration_s: float,
+                  seed: int) -> Outcome:
     config = LoadConfig(base_url=base_url, model=MODEL_NAME, workload="chat", rate=rate,
                         duration_s=duration_s, warmup_s=5.0, seed=seed, progress=False)
-    out = Outcome(target, f"rate {rate:g}/s", 0)
-    ttfts = classify(await run_load(config), out)
-    return out.fill(ttfts, slo_ms, duration_s)
+    out = Outcome(target, f"rate {rate:g}/s", seconds=duration_s)
+    for record in await run_load(config):
+        if not record.warmup:
+            out.tally.add(record)
+    return out
 
 
-def table(outcomes: list[Outcome]) -> str:
+def table(outcomes: list[Outcome], slo_ms: float) -> str:
     rows = ["| run | gateway | offered | answered | shed (429) | 5xx | other errors | "
             "TTFT p50 / p95 of answered (ms) | answered within SLO | goodput (req/s) |",
             "|---|---|---|---|---|---|---|---|---|---|"]
-    for o in outcomes:
-        rows.append(f"| {o.kind} | {o.target} | {o.offered} | {o.answered} | {o.shed} | "
-                    f"{o.server_errors} | {o.other_errors} | {o.ttft_p50_ms} / "
-                    f"{o.ttft_p95_ms} | {100 * o.within_slo:.0f}% | {o.goodput_rps} |")
-    return "\n".join(rows)
+    return "\n".join(rows + [o.row(slo_ms) for o in outcomes])
 
 
 async def run(args: argparse.Namespace) -> list[Outcome]:
@@ -155,14 +123,14 @@ async def run(args: argparse.Namespace) -> list[Outcome]:
         for round_ in range(args.rounds):
             for name in (f"max_queue_s {args.burst_max_queue_s:g}", "no admission"):
                 outcomes.append(await burst(name, servers[name].base_url, args.burst,
-                                            args.burst_max_tokens, args.slo_ms))
-                print(table(outcomes[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+                                            args.burst_max_tokens))
+                print(outcomes[-1].row(args.slo_ms), file=sys.stderr, flush=True)
                 await asyncio.sleep(5)  # the burst's answers drain
             for name in (f"max_queue_s {args.max_queue_s:g}", "no admission"):
                 outcomes.append(await at_rate(name, servers[name].base_url + "/v1",
                                               2 * args.slo_rate, args.duration,
-                                              args.seed + round_, args.slo_ms))
-                print(table(outcomes[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+                                              args.seed + round_))
+                print(outcomes[-1].row(args.slo_ms), file=sys.stderr, flush=True)
                 await asyncio.sleep(10)
     finally:
         for server in servers.values():
@@ -189,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "overload.json").write_text(json.dumps(
-        {"args": vars(args), "runs": [asdict(o) for o in outcomes]}, indent=1))
-    print(table(outcomes))
+        {"args": vars(args), "runs": [o.to_json() for o in outcomes]}, indent=1))
+    print(table(outcomes, args.slo_ms))
     return 0
 
 

@@ -20,26 +20,22 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
 from bench.loadgen import LoadConfig, run_load
-from bench.processes import ServerProcess, free_port, headstart_cmd
-from bench.stats import RequestRecord, percentile
-from bench.targets import MODEL_NAME, _write_yaml, gateway_config
+from bench.outcomes import Tally, serve
+from bench.processes import ServerProcess
+from bench.targets import MODEL_NAME, gateway_config
 
 
 @dataclass
 class SoakReport:
     rate: float
     duration_s: float
-    requests: int = 0
-    answered: int = 0
-    server_errors: int = 0
-    other_errors: int = 0
-    ttft_p95_ms: float | None = None
+    tally: Tally = field(default_factory=Tally)
     rss_mb: list[tuple[float, float]] = field(default_factory=list)  # (seconds, MB)
     rss_start_mb: float = 0.0  # first sample after the warm-up
     rss_end_mb: float = 0.0
@@ -48,32 +44,22 @@ class SoakReport:
 
     @property
     def passed(self) -> bool:
-        return self.server_errors == 0 and self.growth <= self.max_growth
+        return self.tally.server_errors == 0 and self.growth <= self.max_growth
 
     def summary(self) -> str:
-        return (f"soak {self.duration_s:g}s at {self.rate:g} req/s: {self.requests} requests, "
-                f"{self.answered} answered, {self.server_errors} 5xx, {self.other_errors} "
-                f"other errors, p95 TTFT {self.ttft_p95_ms} ms; resident memory "
-                f"{self.rss_start_mb:.0f} -> {self.rss_end_mb:.0f} MB "
+        t = self.tally
+        return (f"soak {self.duration_s:g}s at {self.rate:g} req/s: {t.offered} requests, "
+                f"{t.answered} answered, {t.shed} shed, {t.server_errors} 5xx, "
+                f"{t.other_errors} other errors, p95 TTFT {t.ttft_ms(95)} ms; resident "
+                f"memory {self.rss_start_mb:.0f} -> {self.rss_end_mb:.0f} MB "
                 f"({100 * self.growth:+.1f}%, limit +{100 * self.max_growth:.0f}%): "
                 f"{'pass' if self.passed else 'FAIL'}")
 
-
-def count(records: list[RequestRecord], report: SoakReport) -> None:
-    ttfts = []
-    for record in records:
-        report.requests += 1
-        error = record.error or ""
-        if record.ok:
-            report.answered += 1
-            if record.ttft_s is not None:
-                ttfts.append(record.ttft_s * 1000)
-        elif error.startswith("InternalServerError") or "Error code: 5" in error:
-            report.server_errors += 1
-        else:
-            report.other_errors += 1
-    p95 = percentile(ttfts, 95)
-    report.ttft_p95_ms = None if p95 is None else round(p95, 1)
+    def to_json(self) -> dict:
+        return {"rate": self.rate, "duration_s": self.duration_s, **self.tally.to_json(),
+                "rss_mb": self.rss_mb, "rss_start_mb": round(self.rss_start_mb, 1),
+                "rss_end_mb": round(self.rss_end_mb, 1), "growth": round(self.growth, 4),
+                "max_growth": self.max_growth, "passed": self.passed}
 
 
 async def watch_memory(pid: int, every_s: float, report: SoakReport, t0: float) -> None:
@@ -102,15 +88,14 @@ async def soak(base_url: str, pid: int, rate: float, duration_s: float, *,
     after = [mb for at, mb in report.rss_mb if at >= warmup_s] or [report.rss_mb[0][1]]
     report.rss_start_mb = after[0]
     report.growth = report.rss_end_mb / report.rss_start_mb - 1
-    count(records, report)
+    for record in records:
+        report.tally.add(record)
     return report
 
 
 def start_server() -> ServerProcess:
-    port = free_port()
-    config = _write_yaml(gateway_config(features=True), "bench-soak-")
-    return ServerProcess(headstart_cmd("serve", "--config", config, "--port", str(port),
-                                       "--log-level", "warning"), port).start()
+    """`headstart serve` with every feature on (`make bench`'s `headstart`)."""
+    return serve(gateway_config(features=True), "bench-soak-")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "soak.json").write_text(json.dumps({**asdict(report), "passed": report.passed},
-                                              indent=1))
+    (out / "soak.json").write_text(json.dumps(report.to_json(), indent=1))
     print(report.summary())
     return 0 if report.passed else 1
 

@@ -15,8 +15,8 @@ async def test_a_short_soak_has_no_5xx_and_keeps_its_memory():
                                  duration_s=30, warmup_s=10, sample_s=2)
     finally:
         server.stop()
-    assert report.requests >= 15 and report.answered == report.requests
-    assert report.server_errors == 0
+    assert report.tally.offered >= 15 and report.tally.answered == report.tally.offered
+    assert report.tally.server_errors == 0
     assert len(report.rss_mb) >= 10 and report.rss_start_mb > 100
     assert report.passed, report.summary()
 
