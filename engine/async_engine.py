@@ -94,14 +94,14 @@ class AsyncEngine:
     def stats(self) -> EngineStats:
         return self.engine.stats()
 
-    def expected_wait_s(self, prompt_tokens: int) -> float:
-        """Seconds a request of `prompt_tokens` arriving now would wait for its first token
+    def expected_wait_s(self) -> float:
+        """Seconds a request arriving now would wait before its prompt is read
         (engine/wait_estimate.py), behind every request queued, running or just posted."""
         scheduler = self.engine.scheduler
         waiting = list(scheduler.waiting)
         waiting += [item for item in list(self._inbox) if isinstance(item, Sequence)]
         return expected_wait_s(list(scheduler.running), waiting, scheduler.max_num_seqs,
-                               self.meter.costs, prompt_tokens)
+                               self.meter.costs)
 
     async def shutdown(self) -> None:
         """Stop the step loop (requests still running are aborted)."""

@@ -1,16 +1,18 @@
-"""How long a request arriving now would wait for its first token, from the engine's state.
+"""How long a request arriving now would wait before the engine starts reading its prompt.
 
 Admission control (the gateway's `limits.max_queue_s`) asks this before queueing a request.
 The answer replays the scheduler's policy in closed form over a snapshot of its queues:
 `max_num_seqs` slots; a queued request takes the first slot that frees and then reads its
 prompt, prompts being read one after another (they share each step's token budget); a
-running request frees its slot after its remaining answer. Costs come from the engine's
-own steps, measured as they run (`StepMeter`): seconds per decode step and per prompt token
-read. Before the first measurements, priors from this model on a 2-core CPU stand in.
+running request frees its slot after its remaining answer. The wait ends when the new
+request's own prompt would start: its own prompt is service, not queueing, so an idle
+engine never refuses a request however long it is. Costs come from the engine's own steps,
+measured as they run (`StepMeter`): seconds per decode step and per prompt token read.
+Before the first measurements, priors from this model on a 2-core CPU stand in.
 
-              now                                     first token
-    slots:    |--running answers--|--next in line reads its prompt--|
-    prompts:  |--running prefills--|--waiting prompts--|--this prompt--|
+              now                                 starts reading this prompt
+    slots:    |--running answers--|--next in line--|
+    prompts:  |--running prefills--|--waiting prompts--|
 """
 
 from __future__ import annotations
@@ -91,9 +93,8 @@ def _answer_left(seq: Sequence, answer_tokens: float) -> float:
 
 
 def expected_wait_s(running: list[Sequence], waiting: list[Sequence], max_num_seqs: int,
-                    costs: StepCosts, prompt_tokens: int) -> float:
-    """Seconds until a new request of `prompt_tokens`, queued behind `waiting`, gets its
-    first token."""
+                    costs: StepCosts) -> float:
+    """Seconds until a new request, queued behind `waiting`, starts being read."""
     uncached = 1.0 - costs.prefix_hit_ratio
     slots: list[float] = [0.0] * max(0, max_num_seqs - len(running))
     prompts_read = 0.0  # when the prompts ahead have all been read
@@ -102,12 +103,10 @@ def expected_wait_s(running: list[Sequence], waiting: list[Sequence], max_num_se
         prompts_read += prefill
         slots.append(prefill + _answer_left(seq, costs.answer_tokens) * costs.decode_step_s)
     heapq.heapify(slots)
-    queue = [(max(1.0, (s.num_tokens - s.num_computed_tokens) * uncached),
-              min(float(s.params.max_tokens), costs.answer_tokens)) for s in waiting]
-    first_token = 0.0
-    for tokens, answer in [*queue, (max(1.0, prompt_tokens * uncached), 0.0)]:
-        start = heapq.heappop(slots) if slots else 0.0
-        prompts_read = max(prompts_read, start) + tokens * costs.prefill_token_s
-        first_token = prompts_read + costs.decode_step_s
-        heapq.heappush(slots, first_token + answer * costs.decode_step_s)
-    return first_token
+    for seq in waiting:
+        tokens = max(1.0, (seq.num_tokens - seq.num_computed_tokens) * uncached)
+        start = max(prompts_read, heapq.heappop(slots) if slots else 0.0)
+        prompts_read = start + tokens * costs.prefill_token_s
+        answer = min(float(seq.params.max_tokens), costs.answer_tokens)
+        heapq.heappush(slots, prompts_read + (answer + 1) * costs.decode_step_s)
+    return max(prompts_read, slots[0] if slots else 0.0)

@@ -84,6 +84,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.transforms = TransformStage(config, state.engine)
     state.pipeline = Pipeline(state.upstreams, state.cache, state.transforms, state.metrics)
     state.pipeline.admission = Admission(config, state.engine, state.metrics.count_shed)
+    await state.pipeline.admission.warm_up()
     unshare = share_step_thread(state.engine)
     # the startup heap (torch, weights, config) leaves the collector's scans: a full
     # collection over it takes tens of ms, a latency spike for whichever request waits

@@ -136,7 +136,7 @@ class Pipeline:
                 async with asyncio.timeout_at(ends if deadline is None else min(ends, deadline)):
                     asked = self.upstreams[name].answer(ctx.body, ctx)
                     if self.admission is not None:
-                        asked = self.admission.whole(ctx, name, ctx.body, asked)
+                        asked = self.admission.whole(ctx, name, asked)
                     answer = await asked
             except (TimeoutError, APIError) as e:
                 error = e if isinstance(e, APIError) else _timeout_error(name, route.timeout_s)()
@@ -208,7 +208,7 @@ class Pipeline:
         for attempt, name in enumerate(names):
             stream = self.upstreams[name].stream(request, ctx)
             if self.admission is not None:
-                stream = self.admission.watch(ctx, name, request, stream)
+                stream = self.admission.watch(ctx, name, stream)
             timer = UpstreamTimeout(route.timeout_s, deadline, _timeout_error(name, route.timeout_s))
             t0 = time.perf_counter()
             try:

@@ -27,31 +27,31 @@ def decode(s: Sequence) -> None:
     s.token_ids.append(7)
 
 
-def test_an_idle_engine_waits_only_for_the_prompt():
-    assert expected_wait_s([], [], 4, COSTS, 200) == pytest.approx(0.2 + 0.01)
+def test_an_idle_engine_makes_no_one_wait_however_long_the_prompt():
+    assert expected_wait_s([], [], 4, COSTS) == 0.0
 
 
 def test_with_free_slots_the_prompts_ahead_are_read_first():
     running = [seq(300, computed=100)]  # 200 tokens of its prompt still to read
     waiting = [seq(50, status=SequenceStatus.WAITING)]
-    assert expected_wait_s(running, waiting, 4, COSTS, 100) == pytest.approx(
-        0.2 + 0.05 + 0.1 + 0.01)
+    assert expected_wait_s(running, waiting, 4, COSTS) == pytest.approx(0.2 + 0.05)
 
 
 def test_with_every_slot_taken_a_request_waits_for_an_answer_to_finish():
     running = [seq(10, output=60), seq(10, output=90)]  # 40 and 10 tokens left of 100
-    # the second frees its slot after 10 decode steps (0.1 s), then 100 tokens are read
-    assert expected_wait_s(running, [], 2, COSTS, 100) == pytest.approx(0.1 + 0.1 + 0.01)
-    # one more in line takes that slot first; this one gets the other (0.4 s)
+    # the second frees its slot after 10 decode steps
+    assert expected_wait_s(running, [], 2, COSTS) == pytest.approx(0.1)
+    # one more in line takes that slot first; this one gets the other (40 steps)
     waiting = [seq(100, status=SequenceStatus.WAITING)]
-    assert expected_wait_s(running, waiting, 2, COSTS, 100) == pytest.approx(0.4 + 0.1 + 0.01)
+    assert expected_wait_s(running, waiting, 2, COSTS) == pytest.approx(0.4)
 
 
 def test_a_short_max_tokens_frees_its_slot_sooner_and_the_cache_hit_ratio_discounts():
     running = [seq(10, output=5, max_tokens=10)]  # 5 left, not 95
-    assert expected_wait_s(running, [], 1, COSTS, 100) == pytest.approx(0.05 + 0.1 + 0.01)
+    assert expected_wait_s(running, [], 1, COSTS) == pytest.approx(0.05)
     cached = StepCosts(0.01, 0.001, 100.0, prefix_hit_ratio=0.75)
-    assert expected_wait_s([], [], 1, cached, 400) == pytest.approx(0.1 + 0.01)
+    waiting = [seq(400, status=SequenceStatus.WAITING)]  # a quarter of it left to read
+    assert expected_wait_s([], waiting, 2, cached) == pytest.approx(0.1)
 
 
 def test_the_meter_splits_a_step_into_decodes_and_prompt_tokens():
