@@ -1,9 +1,12 @@
 """What became of the requests of a load run, for the reliability benchmarks
 (bench/overload.py, bench/soak.py): answered, shed (429), a server error (5xx) or another
-failure; with the answered ones' TTFT. Also starts `headstart serve` on a config."""
+failure; with the answered ones' TTFT. Also starts `headstart serve` on a config, and
+makes SIGTERM stop what the benchmark started."""
 
 from __future__ import annotations
 
+import signal
+import sys
 from dataclasses import dataclass, field
 
 from bench.processes import ServerProcess, free_port, headstart_cmd
@@ -51,3 +54,9 @@ def serve(config: dict, prefix: str) -> ServerProcess:
     path = _write_yaml(config, prefix)
     return ServerProcess(headstart_cmd("serve", "--config", path, "--port", str(port),
                                        "--log-level", "warning"), port).start()
+
+
+def stop_servers_on_sigterm() -> None:
+    """SIGTERM ends the benchmark through its `finally` blocks, which stop the servers it
+    started (by default it would leave them running)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 from bench.loadgen import LoadConfig, run_load
-from bench.outcomes import Tally, serve
+from bench.outcomes import Tally, serve, stop_servers_on_sigterm
 from bench.processes import ServerProcess
 from bench.stats import RequestRecord
 from bench.targets import MODEL_NAME, gateway_config
@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="bench-report/overload")
     args = p.parse_args(argv)
+    stop_servers_on_sigterm()
     outcomes = asyncio.run(run(args))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

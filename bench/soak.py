@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 
 from bench.loadgen import LoadConfig, run_load
-from bench.outcomes import Tally, serve
+from bench.outcomes import Tally, serve, stop_servers_on_sigterm
 from bench.processes import ServerProcess
 from bench.targets import MODEL_NAME, gateway_config
 
@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         print("bench.soak: --base-url needs --pid (the server process to watch)",
               file=sys.stderr)
         return 2
+    stop_servers_on_sigterm()
     server = None if args.base_url else start_server()
     base_url = args.base_url or server.base_url + "/v1"
     pid = args.pid or server.proc.pid
