@@ -199,3 +199,21 @@ def test_a_curated_entry_of_no_known_shape_is_a_400_not_a_500(start_gateway, eng
     r = httpx.post(base + "/admin/cache/entries", timeout=30,
                    json={"route": "cached", "messages": HELLO, "response": response})
     assert r.status_code == 400 and r.json()["error"]["param"] == "response"
+
+
+def test_a_request_with_an_image_is_not_served_from_the_caches(start_gateway):
+    base = start_gateway({"upstreams": {"local": {"kind": "engine",
+                                                  "engine": {"kv_cache_memory_mb": 32}}},
+                          "routes": [{"name": "cached", "models": [MODEL], "upstream": "local",
+                                      "cache": {"exact": {"enabled": True},
+                                                "semantic": {"enabled": True}}}]})
+    client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=60)
+    question = [{"type": "text", "text": "What is in this picture?"}]
+    for _ in range(2):  # the text alone, answered and then stored
+        client.chat.completions.create(model=MODEL, max_tokens=4, temperature=0,
+                                       messages=[{"role": "user", "content": question}])
+    picture = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model=MODEL, max_tokens=4, temperature=0,
+                                       messages=[{"role": "user", "content": [*question, picture]}])
+    assert err.value.body["param"] == "messages[0].content[1]"
