@@ -13,27 +13,23 @@ Everything else takes uvicorn's own path: other endpoints, WebSocket upgrades,
 `Expect: 100-continue`, a request pipelined behind one still being answered, a `root_path`
 or `limit_concurrency` setting. Serve with `uvicorn.Config(app, **server_options(config))`.
 
-Every request, on either path, is bounded by the config's `limits` (uvicorn itself bounds
-none of these): its request line and headers in `max_header_bytes` (431) and in
-`header_timeout_s` from the connection or its first byte (408), its body in
-`body_timeout_s` after the headers (408; a body that trickles in, slowloris, holds nothing
-longer). The refusal is an OpenAI-style JSON error, and the connection is closed.
+Every request, on either path, is bounded in size and time by the config's `limits`
+(`gateway/bounded_protocol.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
 import re
 from typing import Any
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
-from engine.protocol import APIError
 from gateway.app import GatewayApp
+from gateway.bounded_protocol import BoundedHttpProtocol
 from gateway.config import GatewayConfig, LimitsConfig
 from gateway.generation import match, serve_generation
 
@@ -90,103 +86,32 @@ def server_options(config: GatewayConfig) -> dict[str, Any]:
             "ws_max_size": config.limits.max_body_bytes}
 
 
-class GatewayHttpProtocol(HttpToolsProtocol):
-    """`HttpToolsProtocol` that hands generation requests to a `DirectExchange`, and bounds
-    every request's headers and body in size and time."""
+class GatewayHttpProtocol(BoundedHttpProtocol):
+    """uvicorn's httptools protocol, bounded (`BoundedHttpProtocol`), that hands generation
+    requests to a `DirectExchange`."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
         gateway = find_gateway(self.app)
+        limits = gateway.state.config.limits if gateway is not None else LimitsConfig()
+        self.bound(limits)
+        super().connection_made(transport)
         direct = self.limit_concurrency is None and not self.root_path
         self.gateway = gateway if direct else None
-        self.limits = gateway.state.config.limits if gateway is not None else LimitsConfig()
-        self.body_limit: int = self.limits.max_body_bytes
-        self._header_bytes = 0
-        self._refused = False
-        self._deadline: asyncio.TimerHandle | None = None
-        self._arm("headers")
-
-    # ------------------------------------------------------------ limits
-
-    def _arm(self, phase: str) -> None:
-        self._disarm()
-        seconds = self.limits.header_timeout_s if phase == "headers" else self.limits.body_timeout_s
-        self._deadline = self.loop.call_later(seconds, self._timed_out, phase, seconds)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _timed_out(self, phase: str, seconds: float) -> None:
-        self._deadline = None
-        cycle = self.cycle
-        if phase == "headers" and cycle is not None and not cycle.response_complete:
-            return  # a pipelined request's headers wait for the answer before it
-        if cycle is not None and cycle.response_started:
-            self.transport.close()  # answering already: nothing more can be said
-            return
-        self._refuse(APIError(408, f"The request's {phase} did not arrive within "
-                              f"{seconds:g}s", code="request_timeout"))
-
-    def _refuse(self, error: APIError) -> None:
-        """Answer `error` and close the connection; the request goes no further."""
-        self._disarm()
-        if self._refused or self.transport.is_closing():
-            return
-        self._refused = True
-        cycle = self.cycle
-        if cycle is not None and not isinstance(cycle, DirectExchange):
-            cycle.disconnected = True  # an app reading the body sees the client gone
-            cycle.message_event.set()
-        body = json.dumps(error.body()).encode()
-        self.transport.write(b"".join([
-            STATUS_LINE[error.status], b"content-type: application/json\r\n",
-            b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body), body]))
-        self.transport.close()
-
-    def send_400_response(self, msg: str) -> None:
-        if not self._refused:  # a refusal already answered (its exception ends the parse)
-            super().send_400_response(msg)
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._header_bytes = 0
-        if self.cycle is None or self.cycle.response_complete:
-            self._arm("headers")
-
-    def on_url(self, url: bytes) -> None:
-        self._count_header_bytes(len(url))
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_header_bytes(len(name) + len(value) + 4)
-        super().on_header(name, value)
-
-    def _count_header_bytes(self, n: int) -> None:
-        self._header_bytes += n
-        if self._header_bytes > self.limits.max_header_bytes:
-            self._refuse(APIError(431, "Request headers too large: the limit is "
-                                  f"{self.limits.max_header_bytes} bytes",
-                                  code="headers_too_large"))
-            raise httptools.HttpParserError("headers too large")  # ends the parse
+        self.body_limit: int = limits.max_body_bytes
 
     def on_message_complete(self) -> None:
-        self._disarm()
         if isinstance(self.cycle, DirectExchange):
+            self.disarm()
             self.cycle.start()
         else:
             super().on_message_complete()
 
     def on_headers_complete(self) -> None:
-        if self.parser.should_upgrade():
-            self._disarm()  # a WebSocket: its own protocol bounds its frames
-        else:
-            self._arm("body")
         target = self._direct_target()
         if target is None:
             super().on_headers_complete()
             return
+        self.arm("body")
         parser, scope = self.parser, self.scope
         http_version = parser.get_http_version()
         scope["method"] = "POST"
@@ -212,7 +137,6 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             super().on_body(body)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
         exchange = self.cycle
         super().connection_lost(exc)
         if isinstance(exchange, DirectExchange):
