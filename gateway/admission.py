@@ -18,6 +18,7 @@ A fallback attempt (the route's upstream failed) is not shed. Shed requests are 
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,6 +30,7 @@ from gateway.config import GatewayConfig
 from gateway.context import RequestContext
 
 T = TypeVar("T")
+log = logging.getLogger("headstart.gateway")
 FIT_DECAY = 0.97  # weight left to a latency sample after each newer one (~30 samples)
 
 
@@ -109,11 +111,16 @@ class Admission:
                                                         self.config.routes)
         if not limited or self.engine is None:
             return
+        room = self.engine.max_model_len // 2
         ids = self.engine.tokenizer.encode("The warm-up reads a prompt and writes a few "
-                                           "tokens. " * 12)[:128]
-        params = SamplingParams(max_tokens=8, temperature=0, ignore_eos=True)
-        async for _ in self.engine.generate(ids, params, request_id="admission-warm-up"):
-            pass
+                                           "tokens. " * 12)[:min(128, room)]
+        params = SamplingParams(max_tokens=min(8, room), temperature=0, ignore_eos=True)
+        try:
+            async for _ in self.engine.generate(ids, params, request_id="admission-warm-up"):
+                pass
+        except Exception as e:  # noqa: BLE001 - without it, priors stand in; still serve
+            log.warning("admission: the engine's warm-up failed (%s); estimating from priors "
+                        "until it has run", e)
 
     async def watch(self, ctx: RequestContext, upstream: str,
                     stream: AsyncIterator[T]) -> AsyncIterator[T]:
