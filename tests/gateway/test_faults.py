@@ -69,17 +69,19 @@ def engine_process() -> ServerProcess:
     return ServerProcess(headstart_cmd("engine", "--port", str(port)), port).start()
 
 
-def test_a_killed_upstream_means_fallback_or_a_clear_503_and_no_hung_stream(start_gateway):
+def test_a_killed_upstream_means_fallback_or_a_clear_503_and_no_hung_stream(start_gateway,
+                                                                            engine_server):
     victim = engine_process()
     try:
         url = victim.base_url + "/v1"
         base = start_gateway({
             "upstreams": {"victim": {"kind": "openai", "base_url": url, "model": MODEL},
-                          "local": {"kind": "engine", "engine": {"kv_cache_memory_mb": 64}}},
+                          "spare": {"kind": "openai", "model": MODEL,
+                                    "base_url": engine_server.base_url + "/v1"}},
             "routes": [{"name": "alone", "models": ["alone"], "upstream": "victim",
                         "timeout_s": 5},
                        {"name": "covered", "models": ["covered"], "upstream": "victim",
-                        "fallback": "local", "timeout_s": 5}]})
+                        "fallback": "spare", "timeout_s": 5}]})
         client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=15)
         stream = client.chat.completions.create(
             model="alone", messages=HI, max_tokens=400, stream=True,
@@ -100,7 +102,7 @@ def test_a_killed_upstream_means_fallback_or_a_clear_503_and_no_hung_stream(star
         assert codes[-1] == (503, "upstream_unavailable")
         raw = client.chat.completions.with_raw_response.create(model="covered", messages=HI,
                                                                max_tokens=2)
-        assert raw.headers["x-headstart-upstream"] == "local"
+        assert raw.headers["x-headstart-upstream"] == "spare"
         assert raw.parse().choices[0].finish_reason in ("stop", "length")
     finally:
         victim.stop()

@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
+
+from tests.gateway.conftest import GatewayThread
 
 MODEL = "smollm2-135m-instruct"
 LIMITS = {"max_body_bytes": 4096, "max_header_bytes": 2048, "header_timeout_s": 1.0,
@@ -88,12 +91,17 @@ def test_logit_bias_is_honoured(gateway, client):
 # ---------------------------------------------------------------- connections
 
 
-def limited_gateway(start_gateway) -> tuple[str, int]:
-    base = start_gateway({"limits": LIMITS,
-                          "upstreams": {"local": {"kind": "engine",
-                                                  "engine": {"kv_cache_memory_mb": 32}}},
-                          "routes": [{"name": "local", "models": [MODEL], "upstream": "local"}]})
-    return base, int(base.rsplit(":", 1)[1])
+@pytest.fixture(scope="module")
+def limited(engine_boot) -> Iterator[tuple[str, int]]:
+    """A gateway with small limits in front of `headstart engine`: (base URL, port)."""
+    server = GatewayThread({"limits": LIMITS,
+                            "upstreams": {"remote": {"kind": "openai", "model": MODEL,
+                                                     "base_url": engine_boot.wait().base_url
+                                                     + "/v1"}},
+                            "routes": [{"name": "remote", "models": [MODEL],
+                                        "upstream": "remote"}]}).start()
+    yield server.base_url, server.port
+    server.stop()
 
 
 def read_response(sock: socket.socket) -> tuple[int, dict]:
@@ -107,8 +115,8 @@ def read_response(sock: socket.socket) -> tuple[int, dict]:
     return int(head.split(b" ")[1]), json.loads(body)
 
 
-def test_oversized_headers_get_431_and_the_connection_closes(start_gateway):
-    _, port = limited_gateway(start_gateway)
+def test_oversized_headers_get_431_and_the_connection_closes(limited):
+    _, port = limited
     for path in (b"/v1/chat/completions", b"/health"):
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(b"POST " + path + b" HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * 4000
@@ -118,8 +126,8 @@ def test_oversized_headers_get_431_and_the_connection_closes(start_gateway):
 
 
 @pytest.mark.parametrize("path", [b"/v1/chat/completions", b"/v1/embeddings"])
-def test_a_body_that_trickles_in_gets_408_and_the_connection_closes(start_gateway, path):
-    _, port = limited_gateway(start_gateway)
+def test_a_body_that_trickles_in_gets_408_and_the_connection_closes(limited, path):
+    _, port = limited
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(b"POST " + path + b" HTTP/1.1\r\nhost: x\r\ncontent-type: "
                      b"application/json\r\ncontent-length: 400\r\n\r\n{")
@@ -140,8 +148,8 @@ def test_a_body_that_trickles_in_gets_408_and_the_connection_closes(start_gatewa
     assert sent < 400
 
 
-def test_headers_that_never_finish_and_silent_connections_get_408(start_gateway):
-    _, port = limited_gateway(start_gateway)
+def test_headers_that_never_finish_and_silent_connections_get_408(limited):
+    _, port = limited
     with socket.create_connection(("127.0.0.1", port)) as silent, \
             socket.create_connection(("127.0.0.1", port)) as partial:
         partial.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n")
@@ -150,8 +158,8 @@ def test_headers_that_never_finish_and_silent_connections_get_408(start_gateway)
             assert status == 408 and "headers did not arrive" in body["error"]["message"]
 
 
-def test_an_oversized_body_gets_413(start_gateway):
-    _, port = limited_gateway(start_gateway)
+def test_an_oversized_body_gets_413(limited):
+    _, port = limited
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 9000"
                      b"\r\nconnection: close\r\n\r\n" + b" " * 9000)
@@ -162,8 +170,8 @@ def test_an_oversized_body_gets_413(start_gateway):
     assert data.startswith(b"HTTP/1.1 413") and b'"request_too_large"' in data
 
 
-def test_websocket_frames_too_large_or_malformed_close_with_a_reason(start_gateway):
-    base, _ = limited_gateway(start_gateway)
+def test_websocket_frames_too_large_or_malformed_close_with_a_reason(limited):
+    base, _ = limited
     url = base.replace("http://", "ws://") + "/v1/ws"
     with connect(url) as ws:
         assert json.loads(ws.recv(timeout=10))["type"] == "session"
@@ -201,10 +209,10 @@ def test_a_curated_entry_of_no_known_shape_is_a_400_not_a_500(start_gateway, eng
     assert r.status_code == 400 and r.json()["error"]["param"] == "response"
 
 
-def test_a_request_with_an_image_is_not_served_from_the_caches(start_gateway):
-    base = start_gateway({"upstreams": {"local": {"kind": "engine",
-                                                  "engine": {"kv_cache_memory_mb": 32}}},
-                          "routes": [{"name": "cached", "models": [MODEL], "upstream": "local",
+def test_a_request_with_an_image_is_not_served_from_the_caches(start_gateway, engine_server):
+    base = start_gateway({"upstreams": {"remote": {"kind": "openai", "model": MODEL,
+                                                   "base_url": engine_server.base_url + "/v1"}},
+                          "routes": [{"name": "cached", "models": [MODEL], "upstream": "remote",
                                       "cache": {"exact": {"enabled": True},
                                                 "semantic": {"enabled": True}}}]})
     client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=60)
@@ -213,7 +221,7 @@ def test_a_request_with_an_image_is_not_served_from_the_caches(start_gateway):
         client.chat.completions.create(model=MODEL, max_tokens=4, temperature=0,
                                        messages=[{"role": "user", "content": question}])
     picture = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
-    with pytest.raises(openai.BadRequestError) as err:
+    with pytest.raises(openai.BadRequestError) as err:  # refused by the engine behind
         client.chat.completions.create(model=MODEL, max_tokens=4, temperature=0,
                                        messages=[{"role": "user", "content": [*question, picture]}])
     assert err.value.body["param"] == "messages[0].content[1]"

@@ -4,27 +4,37 @@ gateways with API keys, the in-process engine and a `headstart engine` behind HT
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import openai
 import pytest
 
 from gateway.config import GatewayConfig
 from gateway.kv_isolation import cache_salt_for, tenant_salt
+from tests.gateway.conftest import GatewayThread
 
 DOC = ("Every ledger entry of the harbour office names the vessel, its master, the berth and "
        "the tide it sailed on, in that order. ") * 12
 KEYS = [{"key": "key-a", "tenant": "team-a"}, {"key": "key-b", "tenant": "team-b"}]
 
 
-def config(engine_url: str, isolation: str | None) -> dict:
+def config(engine_url: str, isolation: str | None, local: bool = True) -> dict:
     route = {} if isolation is None else {"kv_isolation": isolation}
-    return {
-        "auth": {"keys": KEYS},
-        "upstreams": {"local": {"kind": "engine", "engine": {"kv_cache_memory_mb": 64}},
-                      "remote": {"kind": "openai", "base_url": engine_url + "/v1",
-                                 "model": "smollm2-135m-instruct"}},
-        "routes": [{"name": "local", "models": ["local"], "upstream": "local", **route},
-                   {"name": "remote", "models": ["remote"], "upstream": "remote", **route}],
-    }
+    upstreams = {"remote": {"kind": "openai", "base_url": engine_url + "/v1",
+                            "model": "smollm2-135m-instruct"}}
+    routes = [{"name": "remote", "models": ["remote"], "upstream": "remote", **route}]
+    if local:
+        upstreams["local"] = {"kind": "engine", "engine": {"kv_cache_memory_mb": 64}}
+        routes.append({"name": "local", "models": ["local"], "upstream": "local", **route})
+    return {"auth": {"keys": KEYS}, "upstreams": upstreams, "routes": routes}
+
+
+@pytest.fixture(scope="module")
+def keyed_gateway(engine_boot) -> Iterator[str]:
+    """Keys for two tenants, the in-process engine and `headstart engine` behind HTTP."""
+    server = GatewayThread(config(engine_boot.wait().base_url, None)).start()
+    yield server.base_url
+    server.stop()
 
 
 def ask(base_url: str, key: str, model: str, question: str) -> tuple[int, int]:
@@ -37,9 +47,8 @@ def ask(base_url: str, key: str, model: str, question: str) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("model", ["local", "remote"])
-def test_tenants_do_not_share_prefixes_by_default_with_keys(start_gateway, engine_server,
-                                                            model):
-    base = start_gateway(config(engine_server.base_url, None))
+def test_tenants_do_not_share_prefixes_by_default_with_keys(keyed_gateway, model):
+    base = keyed_gateway
     question = f"Which berth? ({model})"  # a prompt no other test has sent to the engine
     prompt_tokens, first = ask(base, "key-a", model, question)
     assert first == 0
@@ -49,15 +58,15 @@ def test_tenants_do_not_share_prefixes_by_default_with_keys(start_gateway, engin
 
 
 def test_kv_isolation_none_lets_tenants_share(start_gateway, engine_server):
-    base = start_gateway(config(engine_server.base_url, "none"))
-    prompt_tokens, first = ask(base, "key-a", "local", "Which tide?")
+    base = start_gateway(config(engine_server.base_url, "none", local=False))
+    prompt_tokens, first = ask(base, "key-a", "remote", "Which tide?")
     assert first == 0
-    _, other = ask(base, "key-b", "local", "Which tide?")
+    _, other = ask(base, "key-b", "remote", "Which tide?")
     assert other >= 0.9 * prompt_tokens
 
 
 def test_the_salt_is_opaque_and_keeps_a_client_salt_inside_the_tenant():
-    cfg = GatewayConfig.from_dict(config("http://127.0.0.1:9", None))
+    cfg = GatewayConfig.from_dict(config("http://127.0.0.1:9", None, local=False))
     route = cfg.routes[0]
     assert cache_salt_for(route, "team-a", None, keyed=True) == tenant_salt("team-a")
     assert "team-a" not in tenant_salt("team-a") and len(tenant_salt("team-a")) == 32
