@@ -93,6 +93,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
+        gc.unfreeze()  # a frozen heap is never collected: a stopped app (tests start many in
+        # one process) would keep its engine's memory for the life of the process
         unshare()
         for upstream in state.upstreams.values():
             await upstream.aclose()
