@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from gateway.policy import RoutePolicy
 
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
+DEFAULT_MAX_QUEUE_S = 2.0  # the embedded default's queue limit (`make serve`)
 
 
 class ConfigError(ValueError):
@@ -243,9 +244,11 @@ def load_config(path: str | os.PathLike[str] | None) -> GatewayConfig:
 
 
 def default_config() -> GatewayConfig:
-    """The bundled engine in-process, served as `smollm2-135m-instruct`, caching off."""
+    """The bundled engine in-process, served as `smollm2-135m-instruct`, caching off; a
+    burst it cannot serve within 2 s is partly answered 429 rather than queued."""
     return GatewayConfig.from_dict(
         {
+            "limits": {"max_queue_s": DEFAULT_MAX_QUEUE_S},
             "upstreams": {"local": {"kind": "engine", "model": DEFAULT_MODEL_NAME}},
             "routes": [
                 {"name": DEFAULT_MODEL_NAME, "models": [DEFAULT_MODEL_NAME], "upstream": "local"}
