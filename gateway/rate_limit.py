@@ -16,6 +16,7 @@ a refused request gets 429 with them and `Retry-After`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from gateway.context import RequestContext
 from gateway.metrics import GatewayMetrics
 from gateway.rate_buckets import PERIOD_S, Bucket, Buckets, Kind, Level, MemoryBuckets, RedisBuckets
 from gateway.token_estimate import estimate_prompt_tokens
+
+log = logging.getLogger("headstart.gateway")
 
 
 def estimate_tokens(body: ChatCompletionRequest | CompletionRequest) -> int:
@@ -107,6 +110,9 @@ class RateLimiter:
         buckets: Buckets = MemoryBuckets()
         if config.redis and config.redis.startswith("redis://"):
             buckets = RedisBuckets(config.redis, metrics.count_rate_limit_store_error)
+        elif config.redis:
+            log.warning("rate limits: counted per gateway process (the limiter speaks plain "
+                        "redis:// only, not %s)", config.redis.split("://", 1)[0] + "://")
         return cls(buckets, metrics.count_shed)
 
     def close(self) -> None:
