@@ -41,14 +41,18 @@ install: $(STAMP) $(KERNEL_STAMP)
 
 install-test: $(TEST_STAMP) $(KERNEL_STAMP)
 
-# llama.cpp (optional, benchmarks only). A native build may use AMX tile instructions that
-# some VMs advertise but forbid (SIGILL): build for AVX-512 without AMX.
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
-	-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
-	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
-install-bench: install-test
-	$(BIN)/python -c "import llama_cpp" 2>/dev/null || \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -q 'llama-cpp-python[server]>=0.3'
+# Benchmark baselines (optional): llama.cpp's `llama-server`, built from the llama.cpp sources
+# inside llama-cpp-python's source distribution (bench/build_llama_server.sh, a few minutes),
+# and LiteLLM's proxy in a venv of its own (its pins clash with the project's).
+LITELLM_VENV := .venv-litellm
+install-bench: install-test $(BIN)/llama-server $(LITELLM_VENV)/bin/litellm
+
+$(BIN)/llama-server: bench/build_llama_server.sh | $(STAMP)
+	bench/build_llama_server.sh $@ $(BIN)/python
+
+$(LITELLM_VENV)/bin/litellm:
+	$(PY) -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/pip install -q 'litellm[proxy]==1.106.2'
 
 serve: install
 	$(BIN)/headstart serve $(ARGS)
@@ -74,4 +78,4 @@ bench-engine: install-bench
 	$(BIN)/python -m bench.engine_bench $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(LITELLM_VENV) .pytest_cache .ruff_cache

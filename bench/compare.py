@@ -2,7 +2,7 @@
 
 Starts each target's servers on free ports (see `bench/targets.py`), sweeps each workload's
 request rate against it, stops it, and writes the report with the goals judged against
-llama.cpp's server. The baseline runs first, so every other target is also measured at
+llama.cpp's `llama-server`. The baseline runs first, so every other target is also measured at
 exactly the baseline's highest rate within the SLO (the p95 comparison point).
 
     python -m bench.compare --workloads chat,rag,faq --duration 20 --out bench-report/compare
@@ -26,7 +26,7 @@ from bench.sweep import SweepResult, sweep_rates
 from bench.targets import TARGETS, RunningTarget, start_target, unavailable_reason
 from bench.workloads import WORKLOADS, WorkloadSizes
 
-BASELINE = "llama.cpp"
+BASELINE = "llama-server"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lengthen a run's window to measure about this many requests")
     p.add_argument("--slo-ms", type=float, default=700.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
+    p.add_argument("--threads", type=int, default=2, help="llama-server threads")
     p.add_argument("--out", default="bench-report/compare")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--no-prime", action="store_true",

@@ -2,19 +2,17 @@
 
 - `headstart`: gateway + in-process engine, caches and prompt transforms on.
 - `headstart-off`: the same gateway and engine with caches and transforms off (ablation).
-- `llama.cpp`: llama-cpp-python's OpenAI server on the same GGUF (when a working build is found).
+- `llama-server`: llama.cpp's own server on the same GGUF with parallel slots and continuous
+  batching, as users deploy it (`make install-bench` builds it; bench/build_llama_server.sh).
 - `litellm`: LiteLLM proxy in front of `headstart engine` (when a proxy install is found).
 """
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -25,14 +23,12 @@ import yaml
 from bench.processes import ServerProcess, free_port, headstart_cmd
 
 MODEL_NAME = "smollm2-135m-instruct"
-TARGETS = ("headstart", "headstart-off", "llama.cpp", "litellm")
-LITELLM_BIN = os.environ.get("HEADSTART_LITELLM_BIN", "/work/litellm-venv/bin/litellm")
-# Pythons that may hold llama-cpp-python, tried in order; the first that can generate wins.
-LLAMACPP_PYTHONS = [p for p in (os.environ.get("HEADSTART_LLAMACPP_PYTHON"), sys.executable,
-                                "/work/llamacpp-venv/bin/python") if p]
-SMOKE = ("import sys; from llama_cpp import Llama; "
-         "Llama(model_path=sys.argv[1], n_ctx=256, verbose=False)"
-         "('The quick brown fox jumps over the lazy dog. ' * 4, max_tokens=4)")
+TARGETS = ("headstart", "headstart-off", "llama-server", "litellm")
+# `make install-bench` puts LiteLLM's proxy in a venv of its own (its pins clash with ours)
+LITELLM_BIN = os.environ.get("HEADSTART_LITELLM_BIN",
+                             str(Path(sys.prefix).parent / ".venv-litellm" / "bin" / "litellm"))
+LLAMA_SLOTS = 8  # llama-server's parallel slots: requests decoded together
+LLAMA_SLOT_CTX = 4096  # context per slot (the workloads' longest prompt + answer fits)
 
 
 def gguf_path() -> str:
@@ -77,34 +73,30 @@ class RunningTarget:
             proc.stop()
 
 
-@functools.cache
-def llamacpp_python() -> tuple[str | None, str]:
-    """A Python whose llama_cpp really generates (a build for another CPU dies with SIGILL),
-    and what was found on the way."""
-    seen = []
-    for python in dict.fromkeys(LLAMACPP_PYTHONS):
-        if not Path(python).exists():
-            continue
-        try:
-            done = subprocess.run([python, "-c", SMOKE, gguf_path()], capture_output=True,
-                                  text=True, timeout=120)
-        except subprocess.TimeoutExpired:
-            seen.append(f"{python}: smoke test timed out")
-            continue
-        if done.returncode == 0:
-            return python, ""
-        last = (done.stderr.strip().splitlines() or [""])[-1][:160]
-        code = (signal.Signals(-done.returncode).name if done.returncode < 0
-                else f"exit {done.returncode}")
-        seen.append(f"{python}: {code} {last}".strip())
-    return None, "; ".join(seen) or "llama_cpp is not installed"
+def llama_server_binary() -> str | None:
+    """llama.cpp's `llama-server`: $HEADSTART_LLAMA_SERVER, else the one `make install-bench`
+    built into this environment, else PATH."""
+    for candidate in (os.environ.get("HEADSTART_LLAMA_SERVER"),
+                      str(Path(sys.prefix) / "bin" / "llama-server")):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("llama-server")
+
+
+def llama_server_args(binary: str, port: int, threads: int, slots: int = LLAMA_SLOTS,
+                      slot_ctx: int = LLAMA_SLOT_CTX) -> list[str]:
+    """llama-server at its serving defaults (continuous batching, prompt cache per slot)
+    with `slots` parallel slots, on the same GGUF and thread count as Headstart."""
+    return [binary, "--model", gguf_path(), "--alias", MODEL_NAME, "--host", "127.0.0.1",
+            "--port", str(port), "--threads", str(threads), "--threads-batch", str(threads),
+            "--parallel", str(slots), "--ctx-size", str(slots * slot_ctx), "--cont-batching",
+            "--no-webui"]
 
 
 def unavailable_reason(name: str) -> str | None:
     """Why a target cannot run here, or None when it can."""
-    if name == "llama.cpp" and llamacpp_python()[0] is None:
-        return ("no working llama-cpp-python[server] (set HEADSTART_LLAMACPP_PYTHON): "
-                + llamacpp_python()[1])
+    if name == "llama-server" and llama_server_binary() is None:
+        return "no llama-server (`make install-bench` builds it; or set HEADSTART_LLAMA_SERVER)"
     if name == "litellm" and not Path(LITELLM_BIN).exists() and not shutil.which("litellm"):
         return f"no LiteLLM proxy at {LITELLM_BIN} (set HEADSTART_LITELLM_BIN)"
     if name not in TARGETS:
@@ -131,16 +123,12 @@ def start_target(name: str, threads: int = 2) -> RunningTarget:
                                            "--log-level", "warning"), port).start()
         return RunningTarget(name, f"{proc.base_url}/v1", MODEL_NAME, [proc],
                              notes=f"config {config}")
-    if name == "llama.cpp":
-        args = [llamacpp_python()[0], "-m", "llama_cpp.server", "--model", gguf_path(),
-                "--model_alias", MODEL_NAME, "--n_ctx", "8192", "--n_batch", "512",
-                "--n_threads", str(threads), "--n_threads_batch", str(threads),
-                "--cache", "True", "--interrupt_requests", "False", "--verbose", "False",
-                "--host", "127.0.0.1", "--port", str(port)]
-        proc = ServerProcess(args, port, health_path="/v1/models").start()
+    if name == "llama-server":
+        args = llama_server_args(llama_server_binary(), port, threads)
+        proc = ServerProcess(args, port, health_path="/health").start()
         return RunningTarget(name, f"{proc.base_url}/v1", MODEL_NAME, [proc],
-                             notes="llama-cpp-python server: one request at a time (queued, "
-                                   "not interrupted), RAM prompt cache")
+                             notes=f"llama.cpp llama-server: {LLAMA_SLOTS} parallel slots, "
+                                   "continuous batching, per-slot prompt cache")
     engine_port = free_port()
     engine = ServerProcess(headstart_cmd("engine", "--port", str(engine_port),
                                          "--served-model-name", MODEL_NAME), engine_port).start()

@@ -21,6 +21,7 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -77,13 +78,19 @@ class Bench:
         self.upstream = EngineUpstream(self.config.upstreams["local"], self.engine)
         self.stage = TransformStage(self.config, self.engine)
 
+    def forward(self, ctx: RequestContext, request: ChatCompletionRequest) -> Any:
+        """The stage's way upstream (`Forwarder`): straight to the engine, no pipeline."""
+        return self.upstream.stream(request, ctx)
+
+    forward_part = forward
+
     async def ask(self, route: str, messages: list[dict], max_tokens: int = 16) -> Run:
         body = ChatCompletionRequest(model=route, messages=messages, max_tokens=max_tokens,
                                      temperature=0.0, stream=True)
         ctx = RequestContext(request_id=new_id("bench"), kind="chat", body=body,
                              route=self.config.route(route))
         t0, first, parts, usage = time.perf_counter(), None, [], None
-        async for chunk in self.stage.run(ctx, lambda r: self.upstream.stream(r, ctx)):
+        async for chunk in self.stage.run(ctx, self):
             usage = chunk.usage or usage
             for choice in chunk.choices:
                 if choice.delta.content and first is None:

@@ -4,6 +4,11 @@ Plain Python, no tensors: the runner owns the cache tensor, this class only deci
 block ids a sequence writes to. A full block is identified by hash(parent hash, its token
 ids), so two requests sharing a prefix share the blocks of that prefix, and blocks filled
 by generated tokens are found again by the next turn of the conversation.
+
+Every block is in exactly one place: referenced by live sequences (`ref_count > 0`), on the
+free list (holds nothing reusable), or queued for eviction (unreferenced, registered, still
+reusable). Cheap assertions guard each move between them; `check(live)` audits the whole
+pool (tests call it after every step).
 """
 
 from __future__ import annotations
@@ -11,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import time
 from array import array
-from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Iterable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 
@@ -89,6 +94,9 @@ class KVCacheManager:
         if not self.enable_prefix_caching:
             return []
         hashes = self.compute_block_hashes(seq)
+        # only full blocks before the last token: that one is computed to sample the next
+        #   8 tokens, bs 4:  [0 1 2 3][4 5 6 7]      (8 - 1) // 4 = 1 block reusable
+        #   9 tokens, bs 4:  [0 1 2 3][4 5 6 7][8]   (9 - 1) // 4 = 2 blocks reusable
         limit = (seq.num_tokens - 1) // self.block_size
         found: list[int] = []
         for h in hashes[:limit]:
@@ -111,6 +119,12 @@ class KVCacheManager:
         Returns False (changing nothing) when the pool cannot hold them.
         """
         bs = self.block_size
+        # blocks to take = ceil(total / bs) - blocks held - blocks adopted; e.g. bs 4,
+        # 6 computed, 5 new (11 in all -> 3 blocks), 2 held -> take 1:
+        #   [0 1 2 3][4 5 6 7][8 9 10 _]
+        #    computed ----|new ------->
+        #    held ------------|taken ---|
+        # (0 or fewer: the last held block still has room)
         total_tokens = seq.num_computed_tokens + len(cached_blocks) * bs + num_new_tokens
         num_needed = -(-total_tokens // bs) - len(seq.block_table) - len(cached_blocks)
         reclaimable = sum(1 for b in cached_blocks if self.blocks[b].ref_count == 0)
@@ -124,6 +138,8 @@ class KVCacheManager:
             seq.num_committed_blocks = len(seq.block_table)
         for _ in range(max(num_needed, 0)):
             seq.block_table.append(self._take_block())
+        assert len(seq.block_table) * bs >= seq.num_computed_tokens + num_new_tokens, \
+            f"{seq}: {len(seq.block_table)} blocks cannot hold {num_new_tokens} more tokens"
         if seq.session_id is not None:
             self.touch_session(seq.session_id)
         return True
@@ -133,6 +149,7 @@ class KVCacheManager:
         if not self.enable_prefix_caching:
             return
         num_full = seq.num_computed_tokens // self.block_size
+        assert num_full <= len(seq.block_table), f"{seq}: computed tokens outside its blocks"
         if num_full <= seq.num_committed_blocks:
             return
         hashes = self.compute_block_hashes(seq)
@@ -148,6 +165,7 @@ class KVCacheManager:
         for block_id in reversed(seq.block_table):  # tail first: evicted before the prefix
             block = self.blocks[block_id]
             block.ref_count -= 1
+            assert block.ref_count >= 0, f"block {block_id} released more often than taken"
             if block.ref_count > 0:
                 continue
             if block.block_hash is None:
@@ -181,18 +199,45 @@ class KVCacheManager:
         return KVCacheStats(total=self.num_blocks, used=self.num_blocks - cached - free,
                             cached=cached, free=free)
 
+    def check(self, live: Iterable[Sequence]) -> None:
+        """Audit the pool against `live`, every sequence holding blocks: each block in
+        exactly one place, held as often as the block tables name it, registered exactly
+        when the hash index points at it. O(blocks): for tests and debugging."""
+        live = list(live)
+        held = Counter(block_id for seq in live for block_id in seq.block_table)
+        free = Counter(self.free_ids)
+        for block in self.blocks:
+            i = block.block_id
+            places = (held[i] > 0) + free[i] + (i in self.evictable) + (i in self.session_evictable)
+            assert places == 1, f"block {i} is in {places} places: {block}"
+            assert block.ref_count == held[i], f"block {i} is held {held[i]} times: {block}"
+            if held[i] == 0:  # free blocks hold nothing; queued ones a registered prefix
+                assert (block.block_hash is None) == (free[i] == 1), f"block {i}: {block}"
+            if block.block_hash is not None:
+                assert self.hash_to_block.get(block.block_hash) == i, f"block {i}: not indexed"
+        for block_hash, i in self.hash_to_block.items():
+            assert self.blocks[i].block_hash == block_hash, f"index points at block {i}"
+        for seq in live:
+            assert seq.num_computed_tokens <= len(seq.block_table) * self.block_size, seq
+            assert seq.num_committed_blocks <= len(seq.block_table), seq
+
     # ------------------------------------------------------------ internals
 
     def _acquire(self, block_id: int) -> None:
         block = self.blocks[block_id]
-        if block.ref_count == 0:
-            self.evictable.pop(block_id, None)
-            self.session_evictable.pop(block_id, None)
+        if block.ref_count == 0:  # a cached block nobody holds leaves the eviction queues
+            queued = self.evictable.pop(block_id, 0) is None
+            queued |= self.session_evictable.pop(block_id, 0) is None
+            assert queued and block.block_hash is not None, \
+                f"block {block_id} adopted but neither held nor cached"
         block.ref_count += 1
 
     def _take_block(self) -> int:
         block_id = self.free_ids.popleft() if self.free_ids else self._evict()
-        self.blocks[block_id].ref_count = 1
+        block = self.blocks[block_id]
+        assert block.ref_count == 0 and block.block_hash is None, \
+            f"block {block_id} taken while held or registered: {block}"
+        block.ref_count = 1
         return block_id
 
     def _evict(self) -> int:

@@ -15,7 +15,7 @@ from engine.config import BYTES_PER_MB, EngineConfig
 from engine.model import LlamaModel
 from engine.model_config import ModelConfig
 from engine.sampler import Sampler
-from engine.scheduler import ScheduledSequence
+from engine.sequence import ScheduledSequence
 
 
 def kv_bytes_per_block(model_config: ModelConfig, block_size: int, dtype: torch.dtype) -> int:

@@ -1,12 +1,19 @@
 """Continuous batching with chunked prefill: decide, each step, who runs and how many tokens.
 
-Every step spends a token budget: decodes of running sequences first (one token each),
-then prefill chunks of partially prefilled and waiting sequences, so one long prompt is
-read over several steps while everyone else keeps decoding. While requests wait, a prompt still being prefilled takes at most half the
-budget, so a short prompt arriving behind a long one starts at the next step instead of
-after the whole long prefill. When the KV pool runs dry the
-most recently arrived running sequence is preempted (its blocks freed, recomputed later;
-its registered blocks will likely still hit) instead of failing the request.
+Every step spends a token budget in four phases (`Scheduler.schedule`):
+
+1. decodes: each running sequence with one token left to compute gets it;
+2. prefill chunks: each running sequence still reading its prompt gets a chunk, so one long
+   prompt is read over several steps while everyone else keeps decoding. While a request
+   waits for a free running slot, a chunk takes at most half the budget, so a short prompt
+   arriving behind a long one starts at the next step instead of after the whole prefill;
+3. admission: waiting sequences, in arrival order, while budget, slots and blocks last;
+4. top-up: budget nobody waiting could use goes back to the chunks capped in phase 2.
+
+When the KV pool runs dry in phases 1-2, the most recently arrived running sequence is
+preempted (its blocks freed, recomputed later; its registered blocks will likely still hit)
+instead of failing the request, and the step admits nobody: phases 3-4 are skipped, since
+memory is short and a newcomer would only be preempted in turn.
 """
 
 from __future__ import annotations
@@ -16,14 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from engine.block_manager import KVCacheManager
-from engine.sequence import Sequence, SequenceStatus
-
-
-@dataclass
-class ScheduledSequence:
-    seq: Sequence
-    num_new_tokens: int  # tokens to compute this step, starting at seq.num_computed_tokens
-    samples: bool  # this step computes the sequence's last token, so it samples the next
+from engine.sequence import ScheduledSequence, Sequence, SequenceStatus
 
 
 @dataclass
@@ -38,6 +38,32 @@ class SchedulerOutput:
     @property
     def is_empty(self) -> bool:
         return not self.scheduled
+
+
+@dataclass
+class StepPlan:
+    """The step being planned: tokens per sequence (in batch order), budget left, and who
+    was preempted to make room."""
+
+    budget: int
+    tokens: dict[Sequence, int] = field(default_factory=dict)
+    preempted: list[Sequence] = field(default_factory=list)
+
+    def give(self, seq: Sequence, num_new: int) -> None:
+        """`seq` computes `num_new` more tokens this step."""
+        assert 0 < num_new <= self.budget, f"{num_new} tokens for {seq}, {self.budget} left"
+        self.tokens[seq] = self.tokens.get(seq, 0) + num_new
+        self.budget -= num_new
+
+    def drop(self, seq: Sequence) -> None:
+        """`seq` was preempted: whatever it had been given goes back to the budget."""
+        self.budget += self.tokens.pop(seq, 0)
+        self.preempted.append(seq)
+
+    def output(self) -> SchedulerOutput:
+        items = [ScheduledSequence(seq, n, seq.num_computed_tokens + n == seq.num_tokens)
+                 for seq, n in self.tokens.items()]
+        return SchedulerOutput(items, self.preempted)
 
 
 class Scheduler:
@@ -61,41 +87,31 @@ class Scheduler:
         return bool(self.waiting or self.running)
 
     def schedule(self) -> SchedulerOutput:
-        budget = self.max_num_batched_tokens
-        chosen: dict[Sequence, int] = {}
-        preempted: list[Sequence] = []
-        # Leave room for waiting requests when there is a slot for them.
-        admitting = bool(self.waiting) and len(self.running) < self.max_num_seqs
-        chunk_cap = max(1, self.max_num_batched_tokens // 2) if admitting else budget
+        """The next step, in the four phases of the module docstring."""
+        plan = StepPlan(self.max_num_batched_tokens)
+        chunk_cap = self._prefill_chunk_cap()
         decodes = [s for s in self.running if s.num_uncomputed_tokens == 1]
         prefills = [s for s in self.running if s.num_uncomputed_tokens > 1]
-        for seq in decodes + prefills:
-            if budget == 0:
+        for seq in decodes:
+            if plan.budget == 0:
                 break
-            if seq.status is not SequenceStatus.RUNNING:
-                continue  # preempted earlier in this loop
-            num_new = min(seq.num_uncomputed_tokens, budget, chunk_cap)
-            while not self.kv.allocate_slots(seq, num_new):
-                victim = max(self.running, key=lambda s: s.arrival_time)
-                self._preempt(victim)
-                preempted.append(victim)
-                budget += chosen.pop(victim, 0)
-                if victim is seq:
-                    break
-            else:
-                chosen[seq] = num_new
-                budget -= num_new
-        if not preempted:
-            budget = self._admit_waiting(chosen, budget)
-            self._top_up_prefills(chosen, budget)
-        items = [ScheduledSequence(s, n, s.num_computed_tokens + n == s.num_tokens)
-                 for s, n in chosen.items()]
-        return SchedulerOutput(items, preempted)
+            self._schedule_running(plan, seq, 1)
+        for seq in prefills:
+            if plan.budget == 0:
+                break
+            self._schedule_running(plan, seq, min(seq.num_uncomputed_tokens, plan.budget,
+                                                  chunk_cap))
+        if not plan.preempted:
+            self._admit_waiting(plan)
+            self._top_up_prefills(plan)
+        return plan.output()
 
     def update(self, output: SchedulerOutput) -> None:
         """Record that the scheduled tokens were computed (their K/V is in the cache now)."""
         for item in output.scheduled:
             item.seq.num_computed_tokens += item.num_new_tokens
+            assert item.seq.num_computed_tokens <= item.seq.num_tokens, \
+                f"{item.seq}: computed tokens it does not have"
             self.kv.cache_full_blocks(item.seq)
 
     def finish(self, seq: Sequence, reason: str) -> None:
@@ -108,6 +124,14 @@ class Scheduler:
         seq.finish_reason = reason
         self.kv.free(seq)
 
+    def check(self) -> None:
+        """Audit the queues and the KV pool together (`KVCacheManager.check`): for tests."""
+        assert len(self.running) <= self.max_num_seqs, self.running
+        assert all(seq.status is SequenceStatus.RUNNING for seq in self.running), self.running
+        assert all(seq.status is SequenceStatus.WAITING and not seq.block_table
+                   for seq in self.waiting), self.waiting
+        self.kv.check(self.running)
+
     def abort(self, request_id: str) -> Sequence | None:
         for seq in [*self.running, *self.waiting]:
             if seq.request_id == request_id:
@@ -115,38 +139,86 @@ class Scheduler:
                 return seq
         return None
 
-    def _admit_waiting(self, chosen: dict[Sequence, int], budget: int) -> int:
-        """Admit waiting sequences in arrival order while budget, slots and blocks last.
+    # ------------------------------------------------------------ phases 1-2: running
+
+    def _prefill_chunk_cap(self) -> int:
+        """The most tokens one running prefill takes this step: half the budget while a
+        request waits for a free running slot (so it can start now), else all of it."""
+        if self.waiting and len(self.running) < self.max_num_seqs:
+            return max(1, self.max_num_batched_tokens // 2)
+        return self.max_num_batched_tokens
+
+    def _schedule_running(self, plan: StepPlan, seq: Sequence, num_new: int) -> None:
+        """Give a running sequence `num_new` tokens, if it is still running and fits."""
+        if seq.status is not SequenceStatus.RUNNING:
+            return  # preempted earlier in this step to make room for another
+        if self._make_room(plan, seq, num_new):
+            plan.give(seq, num_new)
+
+    def _make_room(self, plan: StepPlan, seq: Sequence, num_new: int) -> bool:
+        """Allocate `num_new` slots for `seq`, preempting the most recently arrived running
+        sequence until they fit; False when that was `seq` itself."""
+        while not self.kv.allocate_slots(seq, num_new):
+            victim = max(self.running, key=lambda s: s.arrival_time)
+            self._preempt(victim)
+            plan.drop(victim)
+            if victim is seq:
+                return False
+        return True
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.running.remove(seq)
+        self.kv.free(seq)
+        seq.status = SequenceStatus.WAITING
+        seq.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(seq)
+
+    # ------------------------------------------------------------ phases 3-4: waiting
+
+    def _admit_waiting(self, plan: StepPlan) -> None:
+        """Admit waiting sequences in arrival order while budget, slots and blocks last; one
+        that does not fit the pool holds back those behind it (first come, first served)."""
+        bs = self.kv.block_size
+        pending = self._pending_block_hashes()
+        for seq in list(self.waiting):
+            if plan.budget <= 0 or len(self.running) >= self.max_num_seqs:
+                break
+            cached = self.kv.find_cached_prefix(seq)
+            remaining = seq.num_tokens - len(cached) * bs
+            if pending and self._waits_for_twin(seq, len(cached), remaining, plan, pending):
+                continue
+            num_new = min(remaining, plan.budget)
+            if not self.kv.allocate_slots(seq, num_new, cached):
+                break
+            self._start(seq, len(cached) * bs)
+            plan.give(seq, num_new)
+            pending.update(seq.block_hashes[len(cached):])
+
+    def _waits_for_twin(self, seq: Sequence, num_cached_blocks: int, remaining: int,
+                        plan: StepPlan, pending: set[int]) -> bool:
+        """Whether `seq` skips this step to reuse a block another sequence computes now.
 
         A sequence that cannot finish its prefill this step anyway, and whose next uncached
         block is being computed right now by another one (same system prompt or document,
         arrived together), waits for that block to be registered and then reuses it,
         instead of computing the same prefix twice. A prompt that fits the step goes now.
         """
-        bs = self.kv.block_size
-        pending = self._pending_block_hashes()
-        for seq in list(self.waiting):
-            if budget <= 0 or len(self.running) >= self.max_num_seqs:
-                break
-            cached = self.kv.find_cached_prefix(seq)
-            nxt = len(cached)
-            remaining = seq.num_tokens - nxt * bs
-            if (pending and remaining > budget and nxt < (seq.num_tokens - 1) // bs
-                    and seq.block_hashes[nxt] in pending):
-                continue
-            num_new = min(remaining, budget)
-            if not self.kv.allocate_slots(seq, num_new, cached):
-                break
-            self.waiting.remove(seq)
-            self.running.append(seq)
-            seq.status = SequenceStatus.RUNNING
-            if seq.first_scheduled_time is None:
-                seq.first_scheduled_time = time.monotonic()
-                seq.num_cached_tokens = min(nxt * bs, seq.num_prompt_tokens)
-            chosen[seq] = num_new
-            budget -= num_new
-            pending.update(seq.block_hashes[nxt:])
-        return budget
+        # the next block counts if the prefix cache could hand it over: a full block
+        # before the last token (see `KVCacheManager.find_cached_prefix`)
+        reusable = num_cached_blocks < (seq.num_tokens - 1) // self.kv.block_size
+        return (remaining > plan.budget and reusable
+                and seq.block_hashes[num_cached_blocks] in pending)
+
+    def _start(self, seq: Sequence, num_cached_tokens: int) -> None:
+        """Move an admitted sequence to the running set; a recomputed one keeps the figures
+        of its first admission."""
+        self.waiting.remove(seq)
+        self.running.append(seq)
+        seq.status = SequenceStatus.RUNNING
+        if seq.first_scheduled_time is None:
+            seq.first_scheduled_time = time.monotonic()
+            seq.num_cached_tokens = min(num_cached_tokens, seq.num_prompt_tokens)
 
     def _pending_block_hashes(self) -> set[int]:
         """Hashes of the full blocks that running sequences are still prefilling."""
@@ -156,21 +228,13 @@ class Scheduler:
         for seq in self.running:
             if seq.num_uncomputed_tokens > 1:
                 hashes = self.kv.compute_block_hashes(seq)
+                # from the block holding the first uncomputed token on
                 pending.update(hashes[seq.num_computed_tokens // self.kv.block_size:])
         return pending
 
-    def _top_up_prefills(self, chosen: dict[Sequence, int], budget: int) -> None:
+    def _top_up_prefills(self, plan: StepPlan) -> None:
         """Give budget nobody waiting could use back to prefill chunks capped earlier."""
-        for seq, num_new in chosen.items():
-            extra = min(seq.num_uncomputed_tokens - num_new, budget)
+        for seq, num_new in list(plan.tokens.items()):
+            extra = min(seq.num_uncomputed_tokens - num_new, plan.budget)
             if extra > 0 and self.kv.allocate_slots(seq, num_new + extra):
-                chosen[seq] = num_new + extra
-                budget -= extra
-
-    def _preempt(self, seq: Sequence) -> None:
-        self.running.remove(seq)
-        self.kv.free(seq)
-        seq.status = SequenceStatus.WAITING
-        seq.num_preemptions += 1
-        self.num_preemptions += 1
-        self.waiting.appendleft(seq)
+                plan.give(seq, extra)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
@@ -88,3 +89,12 @@ class Sequence:
         if self.first_token_time is None:
             return None
         return self.first_token_time - self.arrival_time
+
+
+@dataclass
+class ScheduledSequence:
+    """One sequence's part of a step: what the scheduler plans and the runner computes."""
+
+    seq: Sequence
+    num_new_tokens: int  # tokens to compute this step, starting at seq.num_computed_tokens
+    samples: bool  # this step computes the sequence's last token, so it samples the next

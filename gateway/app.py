@@ -3,8 +3,10 @@
 The lifespan loads the in-process engine when an upstream is `kind: engine` (in a worker
 thread: loading weights takes seconds), opens the upstreams, creates the cache and transform
 stages, and closes all of it at shutdown. Everything lives on `app.state`: `config`,
-`routes`, `auth`, `metrics`, `engine`, `upstreams`, `cache`, `transforms`, `pipeline`.
-The generation endpoints are served in front of FastAPI (`GatewayApp`), the rest by it.
+`routes`, `auth`, `metrics`, `engine`, `upstreams`, `cache`, `transforms`, `pipeline`;
+routers take them as typed dependencies (`gateway/deps.py`). The generation endpoints are
+served in front of FastAPI (`GatewayApp`), the rest by it; they get the parts they use as
+`app.generation` (`GenerationDeps`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from gateway.config import default_config as embedded_default
 from gateway.cors import CorsPolicy
 from gateway.deps import pick_request_id
 from gateway.errors import install_error_handlers
-from gateway.generation import match, serve_generation
+from gateway.generation import GenerationDeps, match, serve_generation
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Pipeline
 from gateway.rate_limit import RateLimiter
@@ -71,7 +73,7 @@ def share_step_thread(engine: Any) -> Callable[[], None]:
 
 
 @asynccontextmanager
-async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
     state = app.state
     config: GatewayConfig = state.config
     engine_up = config.engine_upstream()
@@ -83,6 +85,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.metrics.watch_cache(state.cache.stats_snapshot)
     state.transforms = TransformStage(config, state.engine)
     state.pipeline = Pipeline(state.upstreams, state.cache, state.transforms, state.metrics)
+    app.generation.pipeline = state.pipeline
     state.pipeline.admission = Admission(config, state.engine, state.metrics.count_shed)
     await state.pipeline.admission.warm_up()
     unshare = share_step_thread(state.engine)
@@ -132,12 +135,13 @@ class GatewayApp(FastAPI):
     nearly all the traffic and are served as plain ASGI (`gateway/generation.py`)."""
 
     cors: CorsPolicy | None = None  # set by `create_app`; None: no cross-origin requests
+    generation: GenerationDeps  # set by `create_app`
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and (found := match(scope["path"])) is not None \
                 and not (scope["method"] == "OPTIONS" and self.cors is not None):
             scope["app"] = self
-            await serve_generation(self, scope, receive, send, *found)
+            await serve_generation(self.generation, scope, receive, send, *found)
             return
         await super().__call__(scope, receive, send)  # a CORS preflight goes to its middleware
 
@@ -154,6 +158,9 @@ def create_app(config: GatewayConfig | None = None) -> GatewayApp:
     app.state.rate_limits = RateLimiter.for_config(config, app.state.metrics)
     app.state.engine = None
     app.cors = CorsPolicy.from_config(config.cors)
+    app.generation = GenerationDeps(app.state.auth, app.state.routes,
+                                    config.limits.max_body_bytes, app.cors)
+    app.generation.rate_limits = app.state.rate_limits
     install_error_handlers(app)
     for module in (models, embeddings, ws, health):
         app.include_router(module.router)

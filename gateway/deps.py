@@ -1,8 +1,14 @@
-"""Turning an HTTP request into a validated body and a `RequestContext`.
+"""Turning an HTTP request into a validated body and a `RequestContext`, and the typed
+dependencies the routers take.
 
 The body is read by hand rather than by FastAPI so that every bad input gets its own clear
 OpenAI-style error before anything reaches a cache or an upstream: too large (413, checked on
 `Content-Length` and on the bytes actually received), not UTF-8, not JSON, wrong fields (400).
+
+The gateway's parts live on `app.state` (set by `gateway/app.py`); the providers at the end
+of this file read them there (and `gateway/auth.py`'s `require_tenant` / `require_admin` the
+authenticator). Routers take the typed aliases (`routes: RoutesDep`), so the types are
+checked and a test can swap a part with `app.dependency_overrides[get_routes] = ...`.
 """
 
 from __future__ import annotations
@@ -10,16 +16,24 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
+from fastapi import Depends
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.types import Receive, Scope
 
 from engine.protocol import APIError, ChatCompletionRequest, CompletionRequest
+from gateway.auth import Authenticator
+from gateway.cache_stage import CacheStage
+from gateway.config import GatewayConfig, RouteConfig
 from gateway.context import CacheControl, RequestContext
 from gateway.errors import from_pydantic
 from gateway.kv_isolation import cache_salt_for
+from gateway.metrics import GatewayMetrics
+from gateway.pipeline import Pipeline
+from gateway.rate_limit import RateLimiter
+from gateway.routing import RouteTable
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -93,8 +107,8 @@ def parse_model(raw: bytes, model: type[M]) -> M:
         raise from_pydantic(e) from None
 
 
-async def parse_body(request: Request, model: type[M]) -> M:
-    limit = request.app.state.config.limits.max_body_bytes
+async def parse_body(request: Request, model: type[M], limit: int) -> M:
+    """The body read (at most `limit` bytes) and validated into `model`."""
     return parse_model(await read_body(request, limit), model)
 
 
@@ -123,17 +137,18 @@ def build_context(
     conn: HTTPConnection,
     kind: Literal["chat", "completion"],
     body: ChatCompletionRequest | CompletionRequest,
-    route_name: str | None,
+    route: RouteConfig,
     tenant: str | None,
     *,
     session_id: str | None = None,
     headers: Mapping[str, str] | None = None,
+    keyed: bool = False,
 ) -> RequestContext:
-    """Resolve the route and collect the per-request controls (headers or body fields).
-    `headers`: the connection's headers already read into a dict (`header_map`)."""
+    """Collect the per-request controls (headers or body fields) for a request `route`
+    serves (`RouteTable.resolve`). `headers`: the connection's headers already read into a
+    dict (`header_map`). `keyed`: the gateway has API keys (`kv_isolation`'s default)."""
     if headers is None:
         headers = conn.headers
-    route = conn.app.state.routes.resolve(body.model, route_name)
     cache_opts: dict[str, Any] = body.cache or {}
     namespace = None
     if route.cache.namespace_header:
@@ -153,5 +168,48 @@ def build_context(
         namespace=namespace,
         session_id=session_id or headers.get("x-session-id") or body.session_id,
         cache_control=cache_control,
-        cache_salt=cache_salt_for(route, tenant, body.cache_salt, not conn.app.state.auth.open),
+        cache_salt=cache_salt_for(route, tenant, body.cache_salt, keyed),
     )
+
+
+# ---------------------------------------------------------------- typed dependencies
+# One provider per part of the gateway; FastAPI resolves each once per request. The parts
+# are created by `create_app` (config, routes, auth, metrics) or by the lifespan before the
+# first request (cache, pipeline).
+
+
+def get_config(conn: HTTPConnection) -> GatewayConfig:
+    return conn.app.state.config
+
+
+def get_routes(conn: HTTPConnection) -> RouteTable:
+    return conn.app.state.routes
+
+
+def get_auth(conn: HTTPConnection) -> Authenticator:
+    return conn.app.state.auth
+
+
+def get_metrics(conn: HTTPConnection) -> GatewayMetrics:
+    return conn.app.state.metrics
+
+
+def get_cache_stage(conn: HTTPConnection) -> CacheStage:
+    return conn.app.state.cache
+
+
+def get_pipeline(conn: HTTPConnection) -> Pipeline:
+    return conn.app.state.pipeline
+
+
+def get_rate_limits(conn: HTTPConnection) -> RateLimiter:
+    return conn.app.state.rate_limits
+
+
+ConfigDep = Annotated[GatewayConfig, Depends(get_config)]
+RoutesDep = Annotated[RouteTable, Depends(get_routes)]
+AuthDep = Annotated[Authenticator, Depends(get_auth)]
+MetricsDep = Annotated[GatewayMetrics, Depends(get_metrics)]
+CacheStageDep = Annotated[CacheStage, Depends(get_cache_stage)]
+PipelineDep = Annotated[Pipeline, Depends(get_pipeline)]
+RateLimitsDep = Annotated[RateLimiter, Depends(get_rate_limits)]

@@ -7,6 +7,7 @@ and middleware stack (seven layers, each awaited per request) and run in front o
 per-request cycle (`gateway/http_protocol.py`). They keep every behaviour of the rest of the
 API: auth before anything else, OpenAI-style error bodies with the right status,
 `x-request-id` on every response, a disconnected client aborting the upstream request.
+They are handed the parts they use (`GenerationDeps`), not the app.
 """
 
 from __future__ import annotations
@@ -14,18 +15,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope, Send
 
 from engine.protocol import APIError, ChatCompletionRequest, CompletionRequest
+from gateway.auth import Authenticator
 from gateway.coalesced_send import CoalescedSend
+from gateway.cors import CorsPolicy
 from gateway.deps import build_context, header_map, parse_model, pick_request_id, receive_body
+from gateway.pipeline import Pipeline
+from gateway.rate_limit import RateLimiter
 from gateway.responses import ClientWatch, send_json, write_answer
-
-if TYPE_CHECKING:
-    from gateway.app import GatewayApp
+from gateway.routing import RouteTable
 
 log = logging.getLogger("headstart.gateway")
 
@@ -34,6 +37,22 @@ ENDPOINTS: dict[str, tuple[Kind, type[Any]]] = {
     "chat/completions": ("chat", ChatCompletionRequest),
     "completions": ("completion", CompletionRequest),
 }
+
+
+class GenerationDeps:
+    """What the generation endpoints use of the gateway: made by `create_app`, the
+    pipeline added by its lifespan once the upstreams are open."""
+
+    __slots__ = ("auth", "routes", "max_body_bytes", "cors", "pipeline", "rate_limits")
+    pipeline: Pipeline
+    rate_limits: RateLimiter  # set by `create_app`
+
+    def __init__(self, auth: Authenticator, routes: RouteTable, max_body_bytes: int,
+                 cors: CorsPolicy | None) -> None:
+        self.auth = auth
+        self.routes = routes
+        self.max_body_bytes = max_body_bytes
+        self.cors = cors  # None: no cross-origin requests
 
 
 def match(path: str) -> tuple[str, str | None] | None:
@@ -50,34 +69,34 @@ def match(path: str) -> tuple[str, str | None] | None:
     return (rest, route) if rest in ENDPOINTS else None
 
 
-async def serve_generation(app: GatewayApp, scope: Scope, receive: Receive, send: Send,
+async def serve_generation(deps: GenerationDeps, scope: Scope, receive: Receive, send: Send,
                            endpoint: str, route_name: str | None) -> None:
     """Answer one request on a generation endpoint; never raises for the request's own
     failures (they become error responses), only for the server's shutdown."""
     kind, model = ENDPOINTS[endpoint]
-    state = app.state
     request = Request(scope, receive)
     headers = header_map(scope)
     request_id = pick_request_id(headers.get("x-request-id"))
     scope.setdefault("state", {})["request_id"] = request_id
-    if app.cors is not None:
-        send = app.cors.wrap(send, headers.get("origin"))
+    if deps.cors is not None:
+        send = deps.cors.wrap(send, headers.get("origin"))
     out = CoalescedSend(send)
     watch: ClientWatch | None = None
     settlement = None
     try:
         if scope["method"] != "POST":
             raise APIError(405, f"Method {scope['method']} is not allowed on {scope['path']}")
-        caller = state.auth.caller_for(request)
+        caller = deps.auth.caller_for(request)
         tenant = None if caller is None else caller.tenant
-        raw = await receive_body(receive, headers.get("content-length"),
-                                 state.config.limits.max_body_bytes)
+        raw = await receive_body(receive, headers.get("content-length"), deps.max_body_bytes)
         body = parse_model(raw, model)
-        ctx = build_context(request, kind, body, route_name, tenant, headers=headers)
+        route = deps.routes.resolve(body.model, route_name)
+        ctx = build_context(request, kind, body, route, tenant, headers=headers,
+                            keyed=not deps.auth.open)
         ctx.client_json = raw
-        settlement = await state.rate_limits.check(ctx, caller)
+        settlement = await deps.rate_limits.check(ctx, caller)
         watch = ClientWatch(receive)
-        await write_answer(ctx, state.pipeline, out)
+        await write_answer(ctx, deps.pipeline, out)
     except asyncio.CancelledError:
         if watch is None or not watch.gone:
             raise  # the server is shutting down
@@ -96,7 +115,7 @@ async def serve_generation(app: GatewayApp, scope: Scope, receive: Receive, send
         if watch is not None:
             watch.stop()
         if settlement is not None:
-            state.rate_limits.settle_later(settlement, ctx)
+            deps.rate_limits.settle_later(settlement, ctx)
 
 
 async def _send_error(send: CoalescedSend, err: APIError, request_id: str) -> None:

@@ -194,8 +194,8 @@ class DirectExchange:
 
     async def _run(self) -> None:
         try:
-            await serve_generation(self.protocol.gateway, self.scope, self.receive, self.send,
-                                   *self.target)
+            await serve_generation(self.protocol.gateway.generation, self.scope, self.receive,
+                                   self.send, *self.target)
         except asyncio.CancelledError:
             self.protocol.transport.close()  # the server is shutting down
             raise

@@ -43,14 +43,21 @@ Chunk = ChatCompletionChunk | Completion
 
 
 class Pipeline:
+    """The request path above; also the transform stage's way upstream (`forward`,
+    `forward_part`: its `Forwarder`)."""
+
     admission: Admission | None = None  # sheds requests that would wait too long upstream
 
     def __init__(self, upstreams: dict[str, Upstream], cache: CacheStage,
-                 transforms: TransformStage, metrics: GatewayMetrics) -> None:
+                 transforms: TransformStage, metrics: GatewayMetrics,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.upstreams = upstreams
         self.cache = cache
         self.transforms = transforms
         self.metrics = metrics
+        # what metrics and Server-Timing are measured with (the clock `ctx.started` is read
+        # from); timeouts run on the event loop's own clock
+        self.clock = clock
 
     async def run(self, ctx: RequestContext, *, split: bool = True,
                   assembler: Assembler | None = None) -> AsyncIterator[Chunk]:
@@ -75,7 +82,7 @@ class Pipeline:
                     assembler.add(chunk)
                     if first:
                         first = False
-                        later(self._first_token, ctx, time.perf_counter())
+                        later(self._first_token, ctx, self.clock())
                     yield chunk
             outcome = "ok"
         except (GeneratorExit, asyncio.CancelledError):
@@ -113,7 +120,7 @@ class Pipeline:
                 answer.model = ctx.body.model
                 answer.usage = answer.usage or Usage()
             usage = answer.usage
-            later(self._first_token, ctx, time.perf_counter())
+            later(self._first_token, ctx, self.clock())
             outcome = "ok"
             return answer
         except asyncio.CancelledError:
@@ -131,7 +138,7 @@ class Pipeline:
         deadline = _deadline(route, loop)
         for attempt, name in enumerate(names):
             ends = loop.time() + route.timeout_s
-            t0 = time.perf_counter()
+            t0 = self.clock()
             try:
                 async with asyncio.timeout_at(ends if deadline is None else min(ends, deadline)):
                     asked = self.upstreams[name].answer(ctx.body, ctx)
@@ -147,7 +154,7 @@ class Pipeline:
                 self._upstream_time(ctx, name, "aborted", t0)
                 raise
             self._answered(ctx, name, attempt, t0)
-            later(self._upstream_time, ctx, name, "ok", t0, time.perf_counter())
+            later(self._upstream_time, ctx, name, "ok", t0, self.clock())
             return answer
         raise AssertionError("a route has at least one upstream")
 
@@ -161,13 +168,14 @@ class Pipeline:
         later(self._count_cache, ctx)
         if answer is not None:
             return replay(answer, ctx.body.model, split)
+        return self.transforms.run(ctx, self)
 
-        def forward(request: Any, cached: bool = False) -> AsyncIterator[Chunk]:
-            if cached and ctx.route.caching_enabled():
-                return self._through_cache(ctx, request)
-            return self.forward(ctx, request)
-
-        return self.transforms.run(ctx, forward)
+    def forward_part(self, ctx: RequestContext, request: Any) -> AsyncIterator[Chunk]:
+        """One part of a decomposed request (`transform_stage.Forwarder`): through the caches
+        when the route caches, else straight upstream."""
+        if ctx.route.caching_enabled():
+            return self._through_cache(ctx, request)
+        return self.forward(ctx, request)
 
     async def _through_cache(self, ctx: RequestContext, request: Any) -> AsyncIterator[Chunk]:
         """A sub-request (a decomposed part) looked up and stored like a request of its own,
@@ -210,7 +218,7 @@ class Pipeline:
             if self.admission is not None:
                 stream = self.admission.watch(ctx, name, stream)
             timer = UpstreamTimeout(route.timeout_s, deadline, _timeout_error(name, route.timeout_s))
-            t0 = time.perf_counter()
+            t0 = self.clock()
             try:
                 first = await timer.next(stream)
                 if first is None:
@@ -254,7 +262,7 @@ class Pipeline:
     def _answered(self, ctx: RequestContext, name: str, attempt: int, t0: float) -> None:
         """Record that `name` began to answer (attempt 0: the route's own upstream)."""
         ctx.upstream_name = name
-        ctx.timings.add("upstream", (time.perf_counter() - t0) * 1000)
+        ctx.timings.add("upstream", (self.clock() - t0) * 1000)
         if attempt:
             self.metrics.fallbacks.labels(ctx.route.name, name).inc()
 
@@ -268,13 +276,13 @@ class Pipeline:
                        t1: float | None = None) -> None:
         """Observe the upstream's time, `t0` to `t1` (default: now)."""
         self.metrics.upstream_time.labels(ctx.route.name, name, outcome).observe(
-            (time.perf_counter() if t1 is None else t1) - t0)
+            (self.clock() if t1 is None else t1) - t0)
 
     def _account(self, ctx: RequestContext, outcome: str, usage: Usage | None) -> None:
         ctx.usage = usage
         route = ctx.route.name
         self.metrics.requests.labels(route, outcome).inc()
-        self.metrics.latency.labels(route, outcome).observe(time.perf_counter() - ctx.started)
+        self.metrics.latency.labels(route, outcome).observe(self.clock() - ctx.started)
         if outcome == "ok" and usage is not None and ctx.cache_status not in ("exact", "semantic"):
             self.metrics.prompt_tokens.labels(route).inc(usage.prompt_tokens)
             self.metrics.cached_tokens.labels(route).inc(usage.prompt_tokens_details.cached_tokens)

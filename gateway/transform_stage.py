@@ -2,8 +2,9 @@
 
 The adapter from a `RequestContext` to `prompts/`: it picks the route's token counter, builds
 the summariser, the embedder and the token scorer `prompts/` takes as parameters, rewrites a
-copy of the request (never `ctx.body`: the cache key was computed from it) and sends it with
-`forward`. Decomposed requests fan out into concurrent sub-requests whose answers are merged
+copy of the request (never `ctx.body`: the cache key was computed from it) and sends it
+through a `Forwarder` (the pipeline: the route's upstream, fallback and timeouts). Decomposed
+requests fan out into concurrent sub-requests whose answers are merged
 in order. What was done goes to `ctx.transforms` (→ `x-headstart-transforms`).
 
 Failures of sub-requests: a failed part reads `[part N failed: ...]` in the merged answer,
@@ -16,7 +17,8 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.openai_adapter import message_dict
 from engine.protocol import (
@@ -25,6 +27,8 @@ from engine.protocol import (
     ChatCompletionRequest,
     ChatMessage,
     ChunkChoice,
+    Completion,
+    CompletionRequest,
     DeltaMessage,
     Usage,
     new_id,
@@ -42,9 +46,25 @@ from prompts.window import ContextOverflow, WindowSettings, plan_window
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig, RouteConfig
 
-# forward(request, cached=False): one request upstream; `cached=True` sends a sub-request
-# through the caches too (lookup, then store), as its own request would be.
-Forward = Callable[..., AsyncIterator[Any]]
+
+class Forwarder(Protocol):
+    """How the stage sends requests upstream (`Pipeline` is one): with the route's fallback
+    and timeouts, for the request `ctx` stands for."""
+
+    def forward(self, ctx: RequestContext, request: ChatCompletionRequest | CompletionRequest
+                ) -> AsyncIterator[ChatCompletionChunk | Completion]:
+        """One request (the client's, or a rewritten copy) upstream."""
+        ...
+
+    def forward_part(self, ctx: RequestContext, request: ChatCompletionRequest
+                     ) -> AsyncIterator[ChatCompletionChunk]:
+        """One part of a decomposed request: looked up and stored in the route's caches
+        like a request of its own, so a part answered before is not asked again."""
+        ...
+
+
+# one chat request upstream (`Forwarder.forward` for one request's context)
+Send = Callable[[ChatCompletionRequest], AsyncIterator[Any]]
 log = logging.getLogger("headstart.transforms")
 DEFAULT_PREFILL_TPS = 100.0  # until measured: the bundled engine, 2k-token prompts, 2 busy cores
 DEFAULT_CONTEXT = 8192
@@ -53,7 +73,7 @@ DEFAULT_CONTEXT = 8192
 class ForwardSummarizer:
     """A `Summarizer` that asks an upstream (through `send`) for a short summary."""
 
-    def __init__(self, send: Forward, model: str, max_tokens: int) -> None:
+    def __init__(self, send: Send, model: str, max_tokens: int) -> None:
         self.send, self.model, self.max_tokens = send, model, max_tokens
 
     async def summarize(self, text: str) -> str:
@@ -94,15 +114,16 @@ class TransformStage:
         return ctx.kind == "chat" and bool(route.window.max_input_tokens or route.compress.enabled
                                            or route.decompose.enabled)
 
-    def run(self, ctx: RequestContext, forward: Forward) -> AsyncIterator[Any]:
-        """Chunks for the whole request; `forward(request)` sends one request upstream."""
+    def run(self, ctx: RequestContext, forwarder: Forwarder) -> AsyncIterator[Any]:
+        """Chunks for the whole request, sent upstream through `forwarder`."""
         if not self.active(ctx):
-            return forward(ctx.body)
-        return self._transformed(ctx, forward)
+            return forwarder.forward(ctx, ctx.body)
+        return self._transformed(ctx, forwarder)
 
     # ------------------------------------------------------------------ the stages
 
-    async def _transformed(self, ctx: RequestContext, forward: Forward) -> AsyncIterator[Any]:
+    async def _transformed(self, ctx: RequestContext, forwarder: Forwarder
+                           ) -> AsyncIterator[Any]:
         route, request = ctx.route, ctx.body
         assert isinstance(request, ChatCompletionRequest)
         original = [message_dict(m) for m in request.messages]
@@ -110,7 +131,7 @@ class TransformStage:
         counter = self.counter(route)
         if route.window.max_input_tokens:
             with ctx.timings.measure("window"):
-                messages = await self._window(ctx, messages, counter, forward)
+                messages = await self._window(ctx, messages, counter, forwarder)
         verbatim = None  # set when compression rewrote a text it had not seen before
         if route.compress.enabled:
             with ctx.timings.measure("compress"):
@@ -123,23 +144,23 @@ class TransformStage:
                                                                 or request.response_format):
             plan = dec.split_turn(dec.last_user_text(messages), route.decompose.max_parts)
             if plan is not None:
-                async for chunk in self._decomposed(ctx, rewritten, messages, plan, forward):
+                async for chunk in self._decomposed(ctx, rewritten, messages, plan, forwarder):
                     yield chunk
                 return
             limit = self._context_tokens(route)
             if route.decompose.map_reduce and counter.count_messages(messages) > limit:
-                async for chunk in self._map_reduce(ctx, rewritten, messages, limit, forward,
+                async for chunk in self._map_reduce(ctx, rewritten, messages, limit, forwarder,
                                                     counter):
                     yield chunk
                 return
-        async for chunk in self._measured(route.upstream, forward(rewritten)):
+        async for chunk in self._measured(route.upstream, forwarder.forward(ctx, rewritten)):
             if verbatim is not None:  # after the first chunk: never before the answer's prefill
-                self._prewarm(ctx, verbatim, forward)
+                self._prewarm(ctx, verbatim, forwarder)
                 verbatim = None
             yield chunk
 
     async def _window(self, ctx: RequestContext, messages: list[Message],
-                      counter: TokenCounter, forward: Forward) -> list[Message]:
+                      counter: TokenCounter, forwarder: Forwarder) -> list[Message]:
         policy = ctx.route.window
         summarize = policy.dropped == "summarize"
         settings = WindowSettings(policy.max_input_tokens, policy.low_water, policy.anchored,
@@ -158,7 +179,7 @@ class TransformStage:
         ctx.transforms.append(f"window:dropped={len(plan.dropped)}")
         if not summarize:
             return plan.messages
-        summarizer = ForwardSummarizer(self._summary_sender(ctx, forward), ctx.body.model,
+        summarizer = ForwardSummarizer(self._summary_sender(ctx, forwarder), ctx.body.model,
                                        policy.summary_max_tokens)
         try:
             text = await self.summaries.summary(plan.dropped, summarizer, salt=ctx.route.name)
@@ -187,7 +208,7 @@ class TransformStage:
         return messages
 
     def _prewarm(self, ctx: RequestContext, verbatim: ChatCompletionRequest,
-                 forward: Forward) -> None:
+                 forwarder: Forwarder) -> None:
         """What was compressed here was new (`SeenTexts` skips repeats): asked about again, it
         goes upstream verbatim, to be read from the prefix cache. Read it once now, in the
         background (one-token answer, discarded), so the second asker finds it there too
@@ -197,7 +218,7 @@ class TransformStage:
 
         async def read_once() -> None:
             try:
-                async for _ in forward(warm):
+                async for _ in forwarder.forward(ctx, warm):
                     pass
             except Exception as e:  # noqa: BLE001 - best effort: a cold prefill later instead
                 log.info("%s: prewarm failed (%s)", ctx.request_id, _reason(e))
@@ -209,7 +230,7 @@ class TransformStage:
 
     async def _decomposed(self, ctx: RequestContext, request: ChatCompletionRequest,
                           messages: list[Message], plan: dec.Decomposition,
-                          forward: Forward) -> AsyncIterator[Any]:
+                          forwarder: Forwarder) -> AsyncIterator[Any]:
         subs = [_with_messages(request, dec.sub_request_messages(messages, plan, i))
                 for i in range(len(plan.parts))]
         ctx.transforms.append(f"decompose:{len(subs)}")
@@ -217,7 +238,7 @@ class TransformStage:
         pending: list[str] = []  # failed leading parts, held until any part succeeds
         first_error: BaseException | None = None
         started, failed, current = False, 0, -1
-        async for item in merge_in_order([forward(r, cached=True) for r in subs]):
+        async for item in merge_in_order([forwarder.forward_part(ctx, r) for r in subs]):
             if item.index != current:
                 current = item.index
                 pending.append(("\n\n" if current else "") + dec.part_heading(plan, current))
@@ -251,7 +272,7 @@ class TransformStage:
         yield ChatCompletionChunk(id=cid, model=request.model, choices=[], usage=usage)
 
     async def _map_reduce(self, ctx: RequestContext, request: ChatCompletionRequest,
-                          messages: list[Message], limit: int, forward: Forward,
+                          messages: list[Message], limit: int, forwarder: Forwarder,
                           counter: TokenCounter) -> AsyncIterator[Any]:
         policy = ctx.route.decompose
         system = [m for m in messages if m.get("role") == "system"][:1]
@@ -269,14 +290,14 @@ class TransformStage:
                          dec.map_messages(system, c, question, k, len(chunks))],
             "max_tokens": policy.map_max_tokens, "max_completion_tokens": None})
             for k, c in enumerate(chunks)]
-        results = await asyncio.gather(*(collect(forward(r)) for r in maps),
+        results = await asyncio.gather(*(collect(forwarder.forward(ctx, r)) for r in maps),
                                        return_exceptions=True)
         answers = [r[0] for r in results if not isinstance(r, BaseException)]
         if not answers:
             raise next(r for r in results if isinstance(r, BaseException))
         usage = sum((r[2] for r in results if not isinstance(r, BaseException)), Usage())
         final = _with_messages(request, dec.reduce_messages(system, question, answers))
-        async for chunk in forward(final):
+        async for chunk in forwarder.forward(ctx, final):
             if chunk.usage is not None:
                 chunk = chunk.model_copy(update={"usage": chunk.usage + usage})
             yield chunk
@@ -299,10 +320,12 @@ class TransformStage:
             return int(getattr(self.engine, "max_model_len", DEFAULT_CONTEXT))
         return DEFAULT_CONTEXT
 
-    def _summary_sender(self, ctx: RequestContext, forward: Forward) -> Forward:
+    def _summary_sender(self, ctx: RequestContext, forwarder: Forwarder) -> Send:
+        """Where the summary of dropped turns is asked: the route's `window.summarizer`
+        upstream when it names another one (no fallback), else the route's own way."""
         name = ctx.route.window.summarizer
         if not name or name == ctx.route.upstream or name not in self.config.upstreams:
-            return forward
+            return partial(forwarder.forward, ctx)
         if name not in self._upstreams:
             from gateway.upstreams import build_upstream
 

@@ -7,7 +7,7 @@ messages (same keys, same partition), in both caches, so companies can preload F
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field, ValidationError
@@ -17,6 +17,7 @@ from engine.protocol import APIError, ChatCompletionRequest, ChatMessage, Usage
 from gateway.auth import require_admin
 from gateway.cache_stage import CacheStage, cache_request
 from gateway.context import Answer, RequestContext
+from gateway.deps import CacheStageDep, ConfigDep
 from gateway.errors import from_pydantic
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_admin)])
@@ -32,12 +33,15 @@ class CuratedEntry(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)  # sampling params to key it under
 
 
-def _stage(request: Request) -> CacheStage:
-    stage: CacheStage | None = getattr(request.app.state, "cache", None)
-    if stage is None or stage.cache is None:
+def enabled_cache(stage: CacheStageDep) -> CacheStage:
+    """The cache stage, when some route caches (409 otherwise)."""
+    if stage.cache is None:
         raise APIError(409, "Caching is off on this gateway: enable a route's cache first",
                        code="cache_disabled")
     return stage
+
+
+EnabledCacheDep = Annotated[CacheStage, Depends(enabled_cache)]
 
 
 def _answer(response: str | dict[str, Any], model: str) -> Answer:
@@ -65,13 +69,13 @@ def _answer(response: str | dict[str, Any], model: str) -> Answer:
 
 
 @router.post("/cache/entries")
-async def put_entry(request: Request) -> dict[str, Any]:
-    stage = _stage(request)
+async def put_entry(request: Request, stage: EnabledCacheDep,
+                    config: ConfigDep) -> dict[str, Any]:
     try:
         entry = CuratedEntry.model_validate_json(await request.body())
     except ValidationError as e:
         raise from_pydantic(e) from None
-    route = request.app.state.config.route(entry.route)
+    route = config.route(entry.route)
     if route is None:
         raise APIError(404, f"Unknown route {entry.route!r}", param="route",
                        code="route_not_found")
@@ -95,9 +99,8 @@ async def put_entry(request: Request) -> dict[str, Any]:
 
 
 @router.delete("/cache")
-async def purge(request: Request, route: str | None = None, namespace: str | None = None,
-                key: str | None = None) -> dict[str, Any]:
-    stage = _stage(request)
+async def purge(stage: EnabledCacheDep, route: str | None = None,
+                namespace: str | None = None, key: str | None = None) -> dict[str, Any]:
     try:
         deleted = await stage.cache.purge(route=route, namespace=namespace, key=key)
     except Exception as e:  # store down: say so, do not pretend it worked
@@ -107,14 +110,13 @@ async def purge(request: Request, route: str | None = None, namespace: str | Non
 
 
 @router.get("/cache/stats")
-async def stats(request: Request) -> dict[str, Any]:
-    stage = _stage(request)
+async def stats(stage: EnabledCacheDep, config: ConfigDep) -> dict[str, Any]:
     cache = stage.cache
     try:
         entries: dict[str, int] | None = await cache.entry_counts()
     except Exception:
         entries = None  # store down: counters still answer
-    names = [route.name for route in request.app.state.config.routes]
+    names = [route.name for route in config.routes]
     for name in names:
         cache.stats.get(name)  # every route appears, counted or not
     counters = cache.stats.snapshot()

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.protocol import APIError
 from gateway.auth import require_tenant
-from gateway.deps import parse_body
+from gateway.deps import ConfigDep, parse_body
 
 router = APIRouter(tags=["embeddings"])
 
@@ -60,8 +60,9 @@ class EmbeddingList(BaseModel):
 
 @router.post("/v1/embeddings", dependencies=[Depends(require_tenant)])
 @router.post("/r/{route_name}/v1/embeddings", dependencies=[Depends(require_tenant)])
-async def embeddings(request: Request, route_name: str | None = None) -> EmbeddingList:
-    body = await parse_body(request, EmbeddingRequest)
+async def embeddings(request: Request, config: ConfigDep,
+                     route_name: str | None = None) -> EmbeddingList:
+    body = await parse_body(request, EmbeddingRequest, config.limits.max_body_bytes)
     texts = body.texts()
     if body.dimensions is not None and body.dimensions != DIMENSIONS:
         raise APIError(400, f"this embedding model has {DIMENSIONS} dimensions",

@@ -20,13 +20,25 @@ import json
 import logging
 import uuid
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from engine.protocol import APIError, ChatCompletionRequest
 from gateway.auth import Caller
-from gateway.deps import build_context, parse_model
+from gateway.deps import (
+    AuthDep,
+    ConfigDep,
+    PipelineDep,
+    RateLimitsDep,
+    RoutesDep,
+    build_context,
+    parse_model,
+)
+from gateway.pipeline import Pipeline
+from gateway.rate_limit import RateLimiter
+from gateway.routing import RouteTable
 
 router = APIRouter(tags=["websocket"])
 log = logging.getLogger("headstart.gateway")
@@ -71,28 +83,46 @@ class SocketReader:
             pass
 
 
+@dataclass
+class Socket:
+    """What every request on one socket shares: the gateway's parts, its limits, the caller
+    (its key's rate limits and tenant) and the session."""
+
+    websocket: WebSocket
+    pipeline: Pipeline
+    routes: RouteTable
+    rate_limits: RateLimiter
+    max_bytes: int
+    route_name: str | None
+    caller: Caller | None
+    keyed: bool  # the gateway has API keys
+    session_id: str
+
+
 @router.websocket("/v1/ws")
 @router.websocket("/r/{route_name}/v1/ws")
-async def chat_socket(websocket: WebSocket, route_name: str | None = None) -> None:
-    state = websocket.app.state
+async def chat_socket(websocket: WebSocket, auth: AuthDep, config: ConfigDep, routes: RoutesDep,
+                      pipeline: PipelineDep, rate_limits: RateLimitsDep,
+                      route_name: str | None = None) -> None:
     session_id = (websocket.query_params.get("session_id")
                   or websocket.headers.get("x-session-id") or f"ws-{uuid.uuid4().hex[:16]}")
     await websocket.accept()
     try:
-        caller = state.auth.caller_for(websocket)
+        caller = auth.caller_for(websocket)
     except APIError as e:
         await websocket.send_text(_error(e))
         await websocket.close(code=POLICY_VIOLATION, reason=e.message[:120])
         return
     await websocket.send_text(json.dumps({"type": "session", "session_id": session_id}))
-    limit = state.config.limits.max_body_bytes
+    sock = Socket(websocket, pipeline, routes, rate_limits, config.limits.max_body_bytes,
+                  route_name, caller, not auth.open, session_id)
     reader = SocketReader(websocket)
     try:
         while (message := await reader.next()) is not None:
             raw = message.get("bytes") or (message.get("text") or "").encode()
             reader.answering = asyncio.current_task()
             try:
-                await _answer(websocket, raw, limit, route_name, caller, session_id)
+                await _answer(sock, raw)
             except asyncio.CancelledError:
                 if not reader.closed:
                     raise  # the server is shutting down
@@ -108,20 +138,21 @@ async def chat_socket(websocket: WebSocket, route_name: str | None = None) -> No
         await reader.close()
 
 
-async def _answer(websocket: WebSocket, raw: bytes, limit: int, route_name: str | None,
-                  caller: Caller | None, session_id: str) -> None:
+async def _answer(sock: Socket, raw: bytes) -> None:
     """One request on the socket: chunks, then `done` (or an `error` message)."""
+    websocket, limit = sock.websocket, sock.max_bytes
     ctx = settlement = None
-    state = websocket.app.state
     try:
         if len(raw) > limit:
             raise APIError(413, f"Message too large: the limit is {limit} bytes",
                            code="request_too_large")
         body = parse_model(raw, ChatCompletionRequest)
-        tenant = None if caller is None else caller.tenant
-        ctx = build_context(websocket, "chat", body, route_name, tenant, session_id=session_id)
-        settlement = await state.rate_limits.check(ctx, caller)
-        chunks = state.pipeline.run(ctx)
+        route = sock.routes.resolve(body.model, sock.route_name)
+        tenant = None if sock.caller is None else sock.caller.tenant
+        ctx = build_context(websocket, "chat", body, route, tenant, session_id=sock.session_id,
+                            keyed=sock.keyed)
+        settlement = await sock.rate_limits.check(ctx, sock.caller)
+        chunks = sock.pipeline.run(ctx)
         async with aclosing(chunks):  # the client leaving mid-answer aborts the upstream
             async for chunk in chunks:
                 await websocket.send_text(chunk.model_dump_json())
@@ -130,7 +161,7 @@ async def _answer(websocket: WebSocket, raw: bytes, limit: int, route_name: str 
         return
     finally:
         if settlement is not None:
-            state.rate_limits.settle_later(settlement, ctx)
+            sock.rate_limits.settle_later(settlement, ctx)
     headers = {k.decode(): v.decode("latin-1") for k, v in ctx.response_headers()}
     done: dict[str, Any] = {"type": "done", "request_id": ctx.request_id, "headers": headers}
     await websocket.send_text(json.dumps(done))

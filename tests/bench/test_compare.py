@@ -8,8 +8,8 @@ from bench.compare import build_parser, main, ordered_targets
 
 
 def test_the_baseline_runs_first():
-    assert ordered_targets(["headstart", "litellm", "llama.cpp"]) == [
-        "llama.cpp", "headstart", "litellm"]
+    assert ordered_targets(["headstart", "litellm", "llama-server"]) == [
+        "llama-server", "headstart", "litellm"]
     args = build_parser().parse_args([])
     assert args.targets.split(",")[0] == "headstart" and args.slo_ms == 700.0
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from engine.block_manager import KVCacheManager, hash_block
 from engine.sampling_params import SamplingParams
 from engine.sequence import Sequence
@@ -200,3 +202,94 @@ def test_block_of_an_idle_session_becomes_plain_when_released_again() -> None:
     assert admit(kv, plain) == [0]
     kv.free(plain)
     assert list(kv.evictable) == [0] and not kv.session_evictable
+
+
+def test_a_block_computed_twice_is_registered_once() -> None:
+    # two requests with the same prompt admitted before either registered its blocks: the
+    # second's copies stay unregistered and go straight back to the free list
+    kv = KVCacheManager(num_blocks=8, block_size=4)
+    a = make_seq(list(range(9)), "a")
+    b = make_seq(list(range(9)), "b")
+    compute(kv, a)  # blocks 0, 1 registered, 2 partial
+    compute(kv, b)  # blocks 3, 4 hold the same tokens as 0, 1; 5 partial
+    assert kv.hash_to_block == {a.block_hashes[0]: 0, a.block_hashes[1]: 1}
+    assert kv.blocks[3].block_hash is None and kv.blocks[4].block_hash is None
+    kv.free(b)
+    kv.free(a)
+    assert list(kv.free_ids) == [6, 7, 5, 4, 3, 2] and list(kv.evictable) == [1, 0]
+    kv.check([])
+
+
+def test_adopted_cached_blocks_are_not_counted_as_room() -> None:
+    # 3 blocks: a's two registered blocks are cached, one is free. b reuses both cached
+    # blocks; the free one is all the room left for its new tokens
+    kv = KVCacheManager(num_blocks=3, block_size=4)
+    a = make_seq(list(range(9)), "a")
+    compute(kv, a)
+    kv.free(a)
+    assert list(kv.free_ids) == [2] and list(kv.evictable) == [1, 0]
+    too_long = make_seq(list(range(8)) + [50] * 8, "b")  # 2 cached blocks + 2 new ones
+    cached = kv.find_cached_prefix(too_long)
+    assert cached == [0, 1] and not kv.allocate_slots(too_long, 8, cached)
+    assert too_long.block_table == [] and list(kv.evictable) == [1, 0]
+    fits = make_seq(list(range(8)) + [50] * 4, "c")  # 2 cached blocks + 1 new one
+    assert kv.allocate_slots(fits, 4, kv.find_cached_prefix(fits))
+    assert fits.block_table == [0, 1, 2] and not kv.evictable and not kv.free_ids
+    kv.check([fits])
+
+
+def test_a_shared_block_is_queued_for_eviction_when_its_last_holder_leaves() -> None:
+    kv = KVCacheManager(num_blocks=8, block_size=4)
+    a = make_seq(list(range(9)), "a")
+    compute(kv, a)  # 0, 1 registered, 2 partial
+    b = make_seq(list(range(8)) + [60, 61], "b")
+    admit(kv, b)  # adopts 0, 1 and takes 3
+    kv.free(a)  # 0, 1 still held by b; a's partial 2 is free again
+    assert not kv.evictable and [kv.blocks[i].ref_count for i in (0, 1)] == [1, 1]
+    kv.check([b])
+    kv.free(b)  # b's partial 3 is free; 1, 0 queued, tail first
+    assert list(kv.evictable) == [1, 0] and list(kv.free_ids)[-2:] == [2, 3]
+    kv.check([])
+
+
+def test_releasing_a_block_more_often_than_it_was_taken_is_caught() -> None:
+    # a bug that copied a block table without taking references
+    kv = KVCacheManager(num_blocks=4, block_size=4)
+    a = make_seq(list(range(5)), "a")
+    compute(kv, a)
+    stray = make_seq(list(range(5)), "stray")
+    stray.block_table = list(a.block_table)
+    kv.free(a)
+    with pytest.raises(AssertionError, match="block 1 released more often than taken"):
+        kv.free(stray)
+
+
+def test_taking_a_block_that_is_still_held_is_caught() -> None:
+    # a bug that put a held block back on the free list
+    kv = KVCacheManager(num_blocks=2, block_size=4)
+    a = make_seq(list(range(3)), "a")
+    compute(kv, a)  # block 0
+    kv.free_ids.appendleft(0)
+    with pytest.raises(AssertionError, match="block 0 taken while held"):
+        kv.allocate_slots(make_seq([7, 7], "b"), 2)
+
+
+def test_check_finds_a_block_in_two_places() -> None:
+    kv = KVCacheManager(num_blocks=4, block_size=4)
+    a = make_seq(list(range(5)), "a")
+    compute(kv, a)
+    kv.check([a])
+    kv.free(a)
+    kv.free_ids.append(0)  # registered, queued for eviction, and now "free" too
+    with pytest.raises(AssertionError, match="block 0 is in 2 places"):
+        kv.check([])
+
+
+def test_check_finds_a_block_held_without_a_reference() -> None:
+    kv = KVCacheManager(num_blocks=4, block_size=4)
+    a = make_seq(list(range(5)), "a")
+    compute(kv, a)
+    stray = make_seq(list(range(5)), "stray")
+    stray.block_table = list(a.block_table)  # a copied table: blocks 0, 1 held twice, counted once
+    with pytest.raises(AssertionError, match="block 0 is held 2 times"):
+        kv.check([a, stray])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from engine.block_manager import KVCacheManager
 from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler, SchedulerOutput
@@ -161,3 +163,120 @@ def test_twins_that_fit_one_step_go_together() -> None:
         add(sched, "a", 40, max_tokens=1)
         add(sched, "b", 40, max_tokens=1)
         assert new_tokens(step(sched)) == {"a": 40, "b": 40}
+
+
+def full_pool() -> tuple[Scheduler, Sequence, Sequence, Sequence]:
+    """4 blocks of 4 tokens, 2 running slots. `first` and `second` (4-token prompts, 8 tokens
+    each to write) fill the pool with 9 tokens apiece (blocks [0, 2] and [1, 3]); `third`
+    waits for a slot. The next step `first` needs a third block."""
+    sched = make_scheduler(num_blocks=4, budget=16, max_num_seqs=2)
+    first = add(sched, "first", 4, max_tokens=8, start=0, arrival=1.0)
+    second = add(sched, "second", 4, max_tokens=8, start=100, arrival=2.0)
+    third = add(sched, "third", 4, max_tokens=8, start=200, arrival=3.0)
+    for _ in range(5):
+        step(sched)
+        sched.check()
+    assert (first.block_table, second.block_table, first.num_tokens) == ([0, 2], [1, 3], 9)
+    assert sched.kv.stats().free == 0 and list(sched.waiting) == [third]
+    return sched, first, second, third
+
+
+def test_the_latest_arrival_is_preempted_to_make_room_for_an_earlier_one():
+    sched, first, second, third = full_pool()
+    out = step(sched)
+    # second's blocks are released tail first (3, then 1); first evicts the older one, 3
+    assert out.preempted == [second] and new_tokens(out) == {"first": 1}
+    assert first.block_table == [0, 2, 3] and second.block_table == []
+    assert list(sched.kv.evictable) == [1]  # second's prompt block, still reusable
+    assert list(sched.waiting) == [second, third]  # the preempted one goes first
+    sched.check()
+
+
+def test_a_step_that_preempted_admits_nobody():
+    # a slot and 15 tokens of budget are free, but the pool is short: admitting now would
+    # only preempt again
+    sched, *_ = full_pool()
+    out = step(sched)
+    assert out.preempted and out.num_batched_tokens == 1
+    assert len(sched.running) == 1 and len(sched.waiting) == 2
+
+
+def test_a_waiting_request_that_does_not_fit_holds_back_the_ones_behind_it():
+    # second needs 2 blocks beside its cached one, only 1 is left; third needs 1 but waits
+    # its turn: first come, first served
+    sched, first, second, third = full_pool()
+    step(sched)
+    assert new_tokens(step(sched)) == {"first": 1}
+    assert list(sched.waiting) == [second, third]
+    sched.check()
+
+
+def test_a_recomputed_sequence_reuses_its_blocks_and_keeps_its_first_figures():
+    sched, first, second, third = full_pool()
+    scheduled_at = second.first_scheduled_time
+    for _ in range(3):
+        step(sched)  # second preempted, then first runs alone until it finishes
+    assert first.is_finished and list(sched.kv.evictable) == [1, 2, 0]
+    out = step(sched)
+    # second computes its 9 tokens again but its prompt block 1 (cached), then third is in
+    assert new_tokens(out) == {"second": 5, "third": 4}
+    assert second.block_table == [1, 3, 2] and third.block_table == [0]
+    assert second.num_preemptions == 1 and second.num_cached_tokens == 0  # as first admitted
+    assert second.first_scheduled_time == scheduled_at
+    sched.check()
+
+
+def test_the_latest_arrival_preempts_itself_when_it_needs_the_room():
+    sched, first, second, third = full_pool()
+    for _ in range(4):
+        step(sched)  # second preempted, first finishes, second and third admitted
+    out = step(sched)  # third's 5th token needs a block; nobody arrived later than third
+    assert out.preempted == [third] and new_tokens(out) == {"second": 1}
+    assert third.block_table == [] and list(sched.waiting) == [third]
+    sched.check()
+
+
+def test_the_prefill_cap_applies_only_while_a_running_slot_is_free():
+    # one slot, taken by the long prompt: the short one cannot start anyway, so the long
+    # prefill keeps the whole budget
+    sched = make_scheduler(num_blocks=32, budget=8, max_num_seqs=1)
+    add(sched, "long", 40, max_tokens=1)
+    step(sched)
+    add(sched, "short", 3, max_tokens=2, start=500)
+    assert new_tokens(step(sched)) == {"long": 8}
+
+
+def test_bookkeeping_stays_consistent_through_a_mixed_workload():
+    # 30 requests arriving over time in a 12-block pool: shared prefixes, chunked prefills,
+    # preemptions, aborts. Every step the queues and every block are audited.
+    rng = random.Random(7)
+    sched = Scheduler(KVCacheManager(12, block_size=4), max_num_seqs=4,
+                      max_num_batched_tokens=16)
+    prefixes = [list(range(p * 100, p * 100 + 8)) for p in range(3)]
+    seqs: list[Sequence] = []
+    steps = 0
+    while steps < 400 and (len(seqs) < 30 or sched.has_unfinished()):
+        steps += 1
+        if len(seqs) < 30 and rng.random() < 0.5:
+            body = [1000 + rng.randrange(50) for _ in range(rng.randrange(1, 20))]
+            prompt = (rng.choice(prefixes) if rng.random() < 0.5 else []) + body
+            seqs.append(add_tokens(sched, f"s{len(seqs)}", prompt, rng.randrange(1, 12),
+                                   arrival=float(len(seqs) + 1)))
+        if sched.running and rng.random() < 0.05:
+            sched.abort(rng.choice(sched.running).request_id)
+        out = step(sched)
+        sched.check()
+        assert out.num_batched_tokens <= 16
+    assert steps == 87 and sched.num_preemptions == 15
+    assert sum(s.finish_reason == "abort" for s in seqs) == 4
+    assert all(s.finish_reason == "abort" or s.num_output_tokens == s.params.max_tokens
+               for s in seqs)
+    assert sum(s.num_cached_tokens for s in seqs) == 56
+    assert sched.kv.stats().used == 0
+
+
+def add_tokens(sched: Scheduler, name: str, prompt: list[int], max_tokens: int,
+               arrival: float) -> Sequence:
+    seq = Sequence(name, prompt, SamplingParams(max_tokens=max_tokens), arrival_time=arrival)
+    sched.add(seq)
+    return seq

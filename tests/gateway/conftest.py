@@ -242,8 +242,9 @@ def full_config(engine_url: str, blackhole_port: int) -> dict[str, Any]:
             {"name": "fallback", "models": ["fallback"], "upstream": "dead",
              "fallback": "remote"},
             {"name": "slow", "models": ["slow"], "upstream": "stalled", "timeout_s": 0.5},
+            # the route's timeout also bounds the fallback's first token: room for a busy CI
             {"name": "slow-fallback", "models": ["slow-fallback"], "upstream": "stalled",
-             "fallback": "local", "timeout_s": 0.5},
+             "fallback": "local", "timeout_s": 3.0},
             {"name": "always-stream", "models": ["always-stream"], "upstream": "remote-always"},
         ],
     }

@@ -1,8 +1,8 @@
-"""TransformStage: windowing, compression, decomposition and map-reduce around `forward`.
+"""TransformStage: windowing, compression, decomposition and map-reduce around a `Forwarder`.
 
-`forward` is a plain async function standing in for the pipeline's upstream call (it streams
-real `ChatCompletionChunk`s with small delays and records what it was sent); the token
-counting uses the engine's real tokenizer.
+`Upstream` stands in for the pipeline's way upstream (it streams real `ChatCompletionChunk`s
+with small delays and records what it was sent); the token counting uses the engine's real
+tokenizer.
 """
 
 from __future__ import annotations
@@ -60,7 +60,13 @@ class Upstream:
         self.delays = delays or {}
         self.fail_on = fail_on
 
-    async def __call__(self, request: ChatCompletionRequest, cached: bool = False):
+    def forward(self, ctx: RequestContext, request: ChatCompletionRequest):
+        return self.answer(request)
+
+    def forward_part(self, ctx: RequestContext, request: ChatCompletionRequest):
+        return self.answer(request)
+
+    async def answer(self, request: ChatCompletionRequest):
         self.requests.append(request)
         last = request.messages[-1].text()
         t0 = time.perf_counter()
