@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     if sweeps:
         print(sweeps_table(sweeps) + "\n")
     print(runs_table(runs))
-    print(f"\nreport: {paths['markdown']}  json: {paths['json']}  plots: {Path(args.out)}/*.png")
+    print(f"\nreport: {paths['markdown']}  page: {paths['html']}  json: {paths['json']}  "
+          f"plots: {Path(args.out)}/*.png")
     return 0
 
 

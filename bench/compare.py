@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     print(sweeps_table(sweeps) + "\n")
     if goals:
         print(goals_table(goals) + "\n")
-    print(f"report: {paths['markdown']} (plots beside it)")
+    print(f"report: {paths['markdown']} and {paths['html']} (plots beside them)")
     return 0
 
 

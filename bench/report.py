@@ -1,4 +1,5 @@
-"""The report folder: `report.md` (tables), `report.json`, and PNG plots per workload.
+"""The report folder: `report.md` (tables), `report.html` (the same with the plots inline,
+self-contained: bench/report_html.py), `report.json`, and PNG plots per workload.
 
 Plots (matplotlib, Agg backend, no display needed): `ttft_cdf_<workload>.png` with one
 TTFT CDF per target, and `p95_ttft_vs_rate_<workload>.png` with each target's p95 TTFT
@@ -18,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
 
+from bench.report_html import write_html  # noqa: E402
 from bench.stats import RunSummary  # noqa: E402
 from bench.sweep import SweepResult  # noqa: E402
 
@@ -138,18 +140,19 @@ def write_report(out_dir: str | Path, runs: list[RunSummary], *, slo_ms: float,
         plot_ttft_cdf(_cdf_runs(runs, sweeps, workload), paths[f"cdf_{workload}"], slo_ms)
         paths[f"rate_{workload}"] = out / f"p95_ttft_vs_rate_{workload}.png"
         plot_p95_vs_rate(mine, paths[f"rate_{workload}"], slo_ms)
-    parts = [f"# Headstart bench report\n\nTTFT SLO: p95 ≤ {slo_ms:g} ms. Latencies in ms; "
-             "goodput = share of requests whose TTFT met the SLO (failures count as misses).\n"]
+    intro = (f"TTFT SLO: p95 ≤ {slo_ms:g} ms. Latencies in ms; goodput = share of requests "
+             "whose TTFT met the SLO (failures count as misses).")
+    sections = ([("Goals", goals_markdown)] if goals_markdown else []) + (
+        [("Sweeps", sweeps_table(sweeps))] if sweeps else []) + [("Runs", runs_table(runs))]
+    parts = [f"# Headstart bench report\n\n{intro}\n"]
     if meta:
         parts.append("```\n" + json.dumps(meta, indent=1, default=str) + "\n```\n")
-    if goals_markdown:
-        parts.append("## Goals\n\n" + goals_markdown + "\n")
-    if sweeps:
-        parts.append("## Sweeps\n\n" + sweeps_table(sweeps) + "\n")
-    parts.append("## Runs\n\n" + runs_table(runs) + "\n")
+    parts += [f"## {heading}\n\n{markdown}\n" for heading, markdown in sections]
     parts.append("## Plots\n\n" + "\n".join(f"- `{p.name}`" for k, p in paths.items()
                                             if p.suffix == ".png") + "\n")
     paths["markdown"].write_text("\n".join(parts))
+    paths["html"] = write_html(out / "report.html", intro=intro, sections=sections, meta=meta,
+                               plots=[p for p in paths.values() if p.suffix == ".png"])
     document = {"meta": meta or {}, "slo_ms": slo_ms, "goals": goals or [],
                 "sweeps": [s.to_dict() for s in sweeps], "runs": [r.to_dict() for r in runs]}
     paths["json"].write_text(json.dumps(document, indent=1, default=str))

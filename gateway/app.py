@@ -3,7 +3,8 @@
 The lifespan loads the in-process engine when an upstream is `kind: engine` (in a worker
 thread: loading weights takes seconds), opens the upstreams, creates the cache and transform
 stages, and closes all of it at shutdown. Everything lives on `app.state`: `config`,
-`routes`, `auth`, `metrics`, `engine`, `upstreams`, `cache`, `transforms`, `pipeline`;
+`routes`, `auth`, `metrics`, `engine`, `upstreams`, `cache`, `transforms`, `pipeline`,
+`engine_metrics` (the in-process engine's own series) and `dashboard` (its data feed);
 routers take them as typed dependencies (`gateway/deps.py`). The generation endpoints are
 served in front of FastAPI (`GatewayApp`), the rest by it; they get the parts they use as
 `app.generation` (`GenerationDeps`).
@@ -23,19 +24,21 @@ from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from engine.metrics import EngineMetrics
 from gateway.admission import Admission
 from gateway.auth import Authenticator
 from gateway.cache_stage import CacheStage
 from gateway.config import DEFAULT_MODEL_NAME, ConfigError, GatewayConfig, UpstreamConfig
 from gateway.config import default_config as embedded_default
 from gateway.cors import CorsPolicy
+from gateway.dashboard.data import DashboardFeed
 from gateway.deps import pick_request_id
 from gateway.errors import install_error_handlers
 from gateway.generation import GenerationDeps, match, serve_generation
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Pipeline
 from gateway.rate_limit import RateLimiter
-from gateway.routers import admin, embeddings, health, models, ws
+from gateway.routers import admin, dashboard, embeddings, health, models, ws
 from gateway.routing import RouteTable
 from gateway.transform_stage import TransformStage
 from gateway.upstreams import build_upstreams
@@ -55,20 +58,26 @@ def load_engine(up: UpstreamConfig) -> Any:
     return AsyncEngine(engine_config)
 
 
+_STEP_THREADS: list[Any] = []  # the live in-process engines' executors, newest last
+
+
 def share_step_thread(engine: Any) -> Callable[[], None]:
     """With the bundled engine on this CPU, the shared embedder encodes on the engine's step
     thread, between steps (engine/step_executor.py): run beside a step instead, it takes cores
-    from the step's threads mid-op and slows every running stream. Returns the undo."""
+    from the step's threads mid-op and slows every running stream. Returns the undo, which
+    hands the embedder to the newest engine still running (several apps in one process)."""
     if engine is None or not engine.on_cpu:
         return lambda: None
     from cache.embedder import Embedder
 
     embedder = Embedder.shared()
     embedder.executor = engine.executor
+    _STEP_THREADS.append(engine.executor)
 
     def undo() -> None:
+        _STEP_THREADS.remove(engine.executor)
         if embedder.executor is engine.executor:
-            embedder.executor = None
+            embedder.executor = _STEP_THREADS[-1] if _STEP_THREADS else None
     return undo
 
 
@@ -78,7 +87,10 @@ async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
     config: GatewayConfig = state.config
     engine_up = config.engine_upstream()
     state.engine = await asyncio.to_thread(load_engine, engine_up) if engine_up else None
-    state.upstreams = build_upstreams(config, state.engine)
+    state.engine_metrics = EngineMetrics(state.engine) if state.engine is not None else None
+    if state.engine_metrics is not None:  # the engine's own series on the gateway's /metrics
+        state.metrics.watch_engine(state.engine_metrics.registry)
+    state.upstreams = build_upstreams(config, state.engine, state.engine_metrics)
     for upstream in state.upstreams.values():
         await upstream.start()
     state.cache = await CacheStage.create(config)
@@ -156,6 +168,8 @@ def create_app(config: GatewayConfig | None = None) -> GatewayApp:
     app.state.auth = Authenticator(config.auth)
     app.state.metrics = GatewayMetrics()
     app.state.rate_limits = RateLimiter.for_config(config, app.state.metrics)
+    app.state.dashboard = DashboardFeed(config, app.state.metrics.registry, guarded=not (
+        app.state.auth.open and app.state.auth.admin_key is None))
     app.state.engine = None
     app.cors = CorsPolicy.from_config(config.cors)
     app.generation = GenerationDeps(app.state.auth, app.state.routes,
@@ -165,6 +179,7 @@ def create_app(config: GatewayConfig | None = None) -> GatewayApp:
     for module in (models, embeddings, ws, health):
         app.include_router(module.router)
     app.include_router(admin.router)
+    app.include_router(dashboard.router)
     if app.cors is not None:
         app.add_middleware(CORSMiddleware, **app.cors.middleware_options())
     app.add_middleware(RequestIdMiddleware)

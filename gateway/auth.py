@@ -24,11 +24,17 @@ ENV_KEYS = "HEADSTART_API_KEYS"
 def presented_key(conn: HTTPConnection) -> str | None:
     """The key a client sent: `Authorization: Bearer K`, `x-api-key: K`, or `?api_key=K`
     (browsers cannot set headers on a WebSocket)."""
+    return header_key(conn) or conn.query_params.get("api_key")
+
+
+def header_key(conn: HTTPConnection) -> str | None:
+    """The key sent in a header (`Authorization: Bearer K` or `x-api-key: K`), never the
+    query string, which ends up in logs."""
     auth = conn.headers.get("authorization")
     if auth:
         scheme, _, token = auth.partition(" ")
         return token.strip() if scheme.lower() == "bearer" else auth.strip()
-    return conn.headers.get("x-api-key") or conn.query_params.get("api_key")
+    return conn.headers.get("x-api-key")
 
 
 def key_digest(key: str) -> bytes:
@@ -95,12 +101,15 @@ class Authenticator:
     def check_admin(self, conn: HTTPConnection) -> None:
         """Admin calls need the admin key; an entirely open gateway (no keys, no admin key)
         leaves the admin API open too."""
+        self.check_admin_key(presented_key(conn))
+
+    def check_admin_key(self, key: str | None) -> None:
+        """`check_admin` for a key however it came (401/403 as there)."""
         if self.admin_key is None:
             if self.open:
                 return
             raise APIError(403, "The admin API is disabled: set auth.admin_key",
                            code="admin_disabled")
-        key = presented_key(conn)
         if not key or not hmac.compare_digest(self.admin_key.encode(), key.encode()):
             raise APIError(401, "Admin key required", code="invalid_admin_key")
 

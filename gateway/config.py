@@ -95,7 +95,7 @@ class ApiKey(RateLimits):
 
 
 class AuthConfig(_Strict):
-    admin_key: str | None = None  # guards /admin/*
+    admin_key: str | None = None  # guards /admin/* and /dashboard
     keys: list[ApiKey] = Field(default_factory=list)  # without keys the gateway is open
     tenants: dict[str, RateLimits] = Field(default_factory=dict)  # limits shared by a tenant's keys
 
@@ -134,11 +134,19 @@ class CorsConfig(_Strict):
         return v
 
 
+class DashboardConfig(_Strict):
+    """`GET /dashboard`: the TTFT target its charts and figures are judged against."""
+
+    slo_ms: float = Field(default=700.0, gt=0)  # p95 TTFT target (the SLO line)
+    refresh_s: float = Field(default=1.0, ge=0.2, le=60)  # how often the page polls
+
+
 class GatewayConfig(_Strict):
     redis: str | None = None  # cache store; in-process memory without it
     auth: AuthConfig = Field(default_factory=AuthConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     cors: CorsConfig = Field(default_factory=CorsConfig)
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
     upstreams: dict[str, UpstreamConfig] = Field(min_length=1)
     routes: list[RouteConfig] = Field(min_length=1)
 

@@ -28,6 +28,8 @@ from gateway.auth import Authenticator
 from gateway.cache_stage import CacheStage
 from gateway.config import GatewayConfig, RouteConfig
 from gateway.context import CacheControl, RequestContext
+from gateway.dashboard.access import check_dashboard_access
+from gateway.dashboard.data import DashboardFeed
 from gateway.errors import from_pydantic
 from gateway.kv_isolation import cache_salt_for
 from gateway.metrics import GatewayMetrics
@@ -213,3 +215,16 @@ MetricsDep = Annotated[GatewayMetrics, Depends(get_metrics)]
 CacheStageDep = Annotated[CacheStage, Depends(get_cache_stage)]
 PipelineDep = Annotated[Pipeline, Depends(get_pipeline)]
 RateLimitsDep = Annotated[RateLimiter, Depends(get_rate_limits)]
+
+
+def dashboard_access(conn: HTTPConnection, auth: AuthDep) -> None:
+    """The admin key, from a header or the dashboard's session cookie (401/403 otherwise)."""
+    check_dashboard_access(conn, auth)
+
+
+def dashboard_feed(conn: HTTPConnection) -> DashboardFeed:
+    return conn.app.state.dashboard
+
+
+DashboardAccess = Annotated[None, Depends(dashboard_access)]
+DashboardData = Annotated[DashboardFeed, Depends(dashboard_feed)]

@@ -14,12 +14,16 @@ from itertools import accumulate
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.utils import floatToGoString
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                    10.0, 30.0, 60.0, 120.0)
+# TTFT is judged against an SLO of a few hundred ms (700 by default): finer bounds there, so
+# p50/p95 read from the buckets (the dashboard, histogram_quantile) land within tens of ms
+TTFT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3,
+                0.4, 0.5, 0.7, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -109,8 +113,9 @@ class GatewayMetrics:
 
         metrics: list[Labelled] = []
 
-        def histogram(name: str, doc: str, labels: list[str]) -> Labelled:
-            metrics.append(Labelled(name, doc, labels, LATENCY_BUCKETS))
+        def histogram(name: str, doc: str, labels: list[str],
+                      buckets: tuple[float, ...] = LATENCY_BUCKETS) -> Labelled:
+            metrics.append(Labelled(name, doc, labels, buckets))
             return metrics[-1]
 
         def counter(name: str, doc: str, labels: list[str]) -> Labelled:
@@ -119,7 +124,7 @@ class GatewayMetrics:
 
         self.ttft = histogram("headstart_gateway_ttft_seconds",
                               "Time from request to the first chunk sent to the client",
-                              ["route", "cache"])
+                              ["route", "cache"], TTFT_BUCKETS)
         self.latency = histogram("headstart_gateway_request_seconds",
                                  "Time from request to the end of the answer",
                                  ["route", "outcome"])
@@ -148,6 +153,7 @@ class GatewayMetrics:
             "Rate-limit checks that found Redis unreachable and let the request pass", [])
         self.registry.register(_LabelledCollector(metrics))
         self._cache_collector: CacheStatsCollector | None = None
+        self._engines: EngineSeries | None = None
 
     def watch_cache(self, snapshot: Callable[[], dict[str, dict[str, int]]]) -> None:
         """Export the cache counters `snapshot()` returns ({route: {counter: n}}) at scrape
@@ -162,6 +168,15 @@ class GatewayMetrics:
 
     def count_rate_limit_store_error(self) -> None:
         self.rate_limit_store_errors.labels().inc()
+
+    def watch_engine(self, registry: CollectorRegistry, upstream: str | None = None) -> None:
+        """Export an in-process engine's own series (`engine.metrics.EngineMetrics.registry`,
+        the names `headstart engine` serves) with the gateway's; `upstream` labels them when
+        the gateway runs more than one engine."""
+        if self._engines is None:
+            self._engines = EngineSeries()
+            self.registry.register(self._engines)
+        self._engines.sources[upstream] = registry
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -195,3 +210,30 @@ class CacheStatsCollector:
             for route, counters in routes.items():
                 family.add_metric([route], counters.get(name, 0))
             yield family
+
+
+class EngineSeries:
+    """The families of one or more engine registries. One engine's go out unchanged; with
+    several, each sample gets an `upstream` label and same-named families are merged (the
+    text format allows one family per name)."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str | None, CollectorRegistry] = {}
+
+    def describe(self) -> list[Any]:
+        return []  # unchecked collector, like CacheStatsCollector
+
+    def collect(self) -> Iterator[Metric]:
+        if list(self.sources) == [None]:
+            yield from self.sources[None].collect()
+            return
+        merged: dict[str, Metric] = {}
+        for upstream, registry in self.sources.items():
+            for family in registry.collect():
+                into = merged.get(family.name)
+                if into is None:
+                    into = merged[family.name] = Metric(family.name, family.documentation,
+                                                        family.type, family.unit)
+                into.samples += [s._replace(labels={**s.labels, "upstream": upstream or ""})
+                                 for s in family.samples]
+        yield from merged.values()

@@ -20,7 +20,9 @@ def test_compose_file_validates_with_docker_compose() -> None:
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     services = yaml.safe_load(out.stdout)["services"]
-    assert set(services) == {"redis", "engine", "gateway"}
+    assert set(services) == {"redis", "engine", "gateway", "prometheus", "grafana"}
+    assert {name for name, s in services.items() if s.get("profiles") == ["monitoring"]} == {
+        "prometheus", "grafana"}  # only with `--profile monitoring`
     assert all("healthcheck" in s for s in services.values())
     assert services["gateway"]["depends_on"]["engine"]["condition"] == "service_healthy"
 

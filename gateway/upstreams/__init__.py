@@ -9,13 +9,16 @@ from gateway.config import GatewayConfig, UpstreamConfig
 from gateway.upstreams.base import Upstream
 
 
-def build_upstream(config: UpstreamConfig, engine: Any = None) -> Upstream:
+def build_upstream(config: UpstreamConfig, engine: Any = None,
+                   engine_metrics: Any = None) -> Upstream:
+    """`engine_metrics`: the in-process engine's `EngineMetrics`, which then observes the
+    latencies of the requests this upstream sends it."""
     if config.kind == "engine":
         from gateway.upstreams.engine import EngineUpstream
 
         if engine is None:
             raise RuntimeError(f"upstream {config.name!r} needs the in-process engine")
-        return EngineUpstream(config, engine)
+        return EngineUpstream(config, engine, engine_metrics)
     if config.kind == "openai":
         from gateway.upstreams.openai_compat import OpenAICompatUpstream
 
@@ -25,9 +28,11 @@ def build_upstream(config: UpstreamConfig, engine: Any = None) -> Upstream:
     return LiteLLMUpstream(config)
 
 
-def build_upstreams(config: GatewayConfig, engine: Any = None) -> dict[str, Upstream]:
+def build_upstreams(config: GatewayConfig, engine: Any = None,
+                    engine_metrics: Any = None) -> dict[str, Upstream]:
     """Every configured upstream by name."""
-    return {name: build_upstream(up, engine) for name, up in config.upstreams.items()}
+    return {name: build_upstream(up, engine, engine_metrics)
+            for name, up in config.upstreams.items()}
 
 
 __all__ = ["Upstream", "build_upstream", "build_upstreams"]

@@ -67,7 +67,8 @@ def test_short_real_run_writes_every_output_file(gateway, tmp_path):
         capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr[-2000:]
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["p95_ttft_vs_rate_faq.png", "report.json", "report.md", "ttft_cdf_faq.png"]
+    assert names == ["p95_ttft_vs_rate_faq.png", "report.html", "report.json", "report.md",
+                     "ttft_cdf_faq.png"]
     run = json.loads((out / "report.json").read_text())["runs"][0]
     assert run["requests"] > 0 and run["errors"] == 0, run
     assert run["ttft_ms"]["p50"] > 0

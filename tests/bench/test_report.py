@@ -25,7 +25,8 @@ def test_write_report_produces_every_file(tmp_path):
     paths = write_report(tmp_path, fast + slow, slo_ms=700, sweeps=sweeps,
                          meta={"seed": 0}, goals_markdown="| goal | ok |")
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["p95_ttft_vs_rate_chat.png", "report.json", "report.md", "ttft_cdf_chat.png"]
+    assert names == ["p95_ttft_vs_rate_chat.png", "report.html", "report.json", "report.md",
+                     "ttft_cdf_chat.png"]
     for key in ("cdf_chat", "rate_chat"):
         assert paths[key].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert paths[key].stat().st_size > 10_000

@@ -46,3 +46,27 @@ def test_encodes_run_on_the_in_process_engines_step_thread(gateway, client):
     assert engine.on_cpu and Embedder.shared().executor is engine.executor
     text = f"a sentence nobody embedded before {np.random.default_rng().integers(1 << 30)}"
     assert len(client.embeddings.create(model="m", input=text).data[0].embedding) == 384
+
+
+def test_the_embedder_goes_back_to_an_engine_still_running():
+    """Apps in one process (tests) start and stop engines out of order: stopping one hands
+    the embedder to the newest engine still running, never to a stopped one."""
+    from cache.embedder import Embedder
+    from gateway.app import share_step_thread
+
+    class CpuEngine:  # what share_step_thread reads of an engine
+        on_cpu = True
+
+        def __init__(self) -> None:
+            self.executor = object()
+
+    embedder, before = Embedder.shared(), Embedder.shared().executor
+    a, b, c = CpuEngine(), CpuEngine(), CpuEngine()
+    undo_a, undo_b = share_step_thread(a), share_step_thread(b)
+    undo_b()
+    assert embedder.executor is a.executor
+    undo_c = share_step_thread(c)
+    undo_a()
+    assert embedder.executor is c.executor
+    undo_c()
+    assert embedder.executor is before
