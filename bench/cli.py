@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from bench import soak
 from bench.loadgen import LoadConfig, first_model, rate_runner
 from bench.priming import prime
 from bench.report import runs_table, sweeps_table, write_report
@@ -94,6 +95,9 @@ async def run_bench(args: argparse.Namespace) -> tuple[list[RunSummary], list[Sw
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--soak" in argv:  # the soak mode has options of its own (bench/soak.py)
+        return soak.main([a for a in argv if a != "--soak"])
     args = build_parser().parse_args(argv)
     try:
         runs, sweeps = asyncio.run(run_bench(args))

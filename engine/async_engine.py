@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from engine.outputs import EngineStats, GenerationDelta
 from engine.sampling_params import SamplingParams
 from engine.sequence import Sequence
 from engine.step_executor import StepJob, StepThreadExecutor
+from engine.wait_estimate import StepMeter, expected_wait_s
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +52,19 @@ class AsyncEngine:
         self._start_lock = threading.Lock()
         #: runs a call on the step thread between steps (see engine/step_executor.py)
         self.executor = StepThreadExecutor(self._post, self._ensure_thread)
+        self.meter = StepMeter()  # measured step costs, for `expected_wait_s`
 
     async def generate(self, prompt: str | list[int], params: SamplingParams, *,
                        request_id: str | None = None,
-                       session_id: str | None = None) -> AsyncIterator[GenerationDelta]:
-        """Stream the deltas of one request; raises InvalidRequest before queueing bad input."""
+                       session_id: str | None = None,
+                       cache_salt: str | None = None) -> AsyncIterator[GenerationDelta]:
+        """Stream the deltas of one request; raises InvalidRequest before queueing bad input.
+        `cache_salt` (vLLM's field) keys the request's KV blocks: only requests with the same
+        salt share cached prefixes."""
+        if cache_salt is not None and (not isinstance(cache_salt, str) or not cache_salt):
+            raise InvalidRequest("cache_salt must be a non-empty string", "cache_salt")
         seq = self.engine.make_sequence(prompt, params, request_id, session_id)
+        seq.cache_salt = cache_salt
         if seq.request_id in self._streams:
             raise InvalidRequest(f"request id {seq.request_id!r} is already running", "request_id")
         stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
@@ -84,6 +93,15 @@ class AsyncEngine:
 
     def stats(self) -> EngineStats:
         return self.engine.stats()
+
+    def expected_wait_s(self) -> float:
+        """Seconds a request arriving now would wait before its prompt is read
+        (engine/wait_estimate.py), behind every request queued, running or just posted."""
+        scheduler = self.engine.scheduler
+        waiting = list(scheduler.waiting)
+        waiting += [item for item in list(self._inbox) if isinstance(item, Sequence)]
+        return expected_wait_s(list(scheduler.running), waiting, scheduler.max_num_seqs,
+                               self.meter.costs)
 
     async def shutdown(self) -> None:
         """Stop the step loop (requests still running are aborted)."""
@@ -116,7 +134,11 @@ class AsyncEngine:
                 self._wake.clear()
                 continue
             try:
+                scheduler = self.engine.scheduler
+                self.meter.before([*scheduler.running, *scheduler.waiting])
+                started = time.perf_counter()
                 deltas = self.engine.step()
+                self.meter.after(time.perf_counter() - started)
             except Exception as exc:  # a bug outside the model call: fail everyone in flight
                 log.exception("engine step loop error")
                 deltas = self._fail_all(f"{type(exc).__name__}: {exc}")

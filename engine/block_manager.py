@@ -34,6 +34,16 @@ def hash_block(parent_hash: int | None, token_ids: Seq[int]) -> int:
     return int.from_bytes(h.digest(), "little")
 
 
+def salt_root(cache_salt: str | None) -> int | None:
+    """The parent hash of a salted sequence's first block (None: unsalted). A request's
+    `cache_salt` enters its first block's hash, so its whole chain differs from the same
+    tokens under another salt: tenants with different salts never share a prefix."""
+    if cache_salt is None:
+        return None
+    return int.from_bytes(hashlib.blake2b(b"cache_salt:" + cache_salt.encode(),
+                                          digest_size=16).digest(), "little")
+
+
 @dataclass
 class Block:
     block_id: int
@@ -75,7 +85,7 @@ class KVCacheManager:
         """Extend `seq.block_hashes` to cover every full block of its tokens."""
         bs = self.block_size
         for i in range(len(seq.block_hashes), seq.num_tokens // bs):
-            parent = seq.block_hashes[i - 1] if i else None
+            parent = seq.block_hashes[i - 1] if i else salt_root(seq.cache_salt)
             seq.block_hashes.append(hash_block(parent, seq.token_ids[i * bs:(i + 1) * bs]))
         return seq.block_hashes
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from engine.openai_checks import check_content_parts, check_fields, logit_bias
 from engine.protocol import (
     APIError,
     ChatCompletionRequest,
@@ -68,17 +69,19 @@ def message_dict(message: ChatMessage) -> dict[str, Any]:
 def chat_prompt(request: ChatCompletionRequest, tokenizer: Tokenizer) -> str:
     """The prompt text: the checkpoint's chat template over the messages (and tools)."""
     messages = [message_dict(m) for m in request.messages]
+    tools = None if request.tool_choice == "none" else request.tools or None
     try:
-        return tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                             tools=request.tools or None)
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
     except Exception as exc:  # a template may reject a role order, e.g. two system messages
         raise APIError(400, f"the chat template rejected the messages: {exc}",
                        param="messages") from exc
 
 
 def sampling_params(request: ChatCompletionRequest | CompletionRequest, prompt_len: int,
-                    max_model_len: int) -> SamplingParams:
-    """SamplingParams from the request's fields; `max_tokens` defaults to the context left."""
+                    max_model_len: int, vocab_size: int | None = None) -> SamplingParams:
+    """SamplingParams from the request's fields; `max_tokens` defaults to the context left.
+    A field the engine would not honour is a 400 (engine/openai_checks.py)."""
+    check_fields(request)
     room = max_model_len - prompt_len
     asked = request.effective_max_tokens()
     if asked is not None and asked > room:
@@ -101,6 +104,7 @@ def sampling_params(request: ChatCompletionRequest | CompletionRequest, prompt_l
         presence_penalty=request.presence_penalty or 0.0,
         frequency_penalty=request.frequency_penalty or 0.0,
         logprobs=request.logprobs_count(),
+        logit_bias=logit_bias(request.logit_bias, vocab_size or 0) if request.logit_bias else {},
     )
     try:
         params.validate()
@@ -114,10 +118,12 @@ def chat_input(request: ChatCompletionRequest, tokenizer: Tokenizer,
     """Engine input for a chat request; the prompt must leave room for one new token."""
     if request.top_logprobs is not None and not request.logprobs:
         raise APIError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
+    check_content_parts(request.messages)
     json_object = _json_mode(request.response_format)
     ids = tokenizer.encode(chat_prompt(request, tokenizer), add_special_tokens=False)
     _check_prompt_len(len(ids), max_model_len, "messages")
-    prompt = EnginePrompt(ids, sampling_params(request, len(ids), max_model_len))
+    prompt = EnginePrompt(ids, sampling_params(request, len(ids), max_model_len,
+                                               tokenizer.vocab_size))
     prompt.params.json_object = json_object
     return EngineInput([prompt], request.n)
 
@@ -158,7 +164,8 @@ def _completion_prompt(request: CompletionRequest, prompt: str | list[int],
     echo = ""
     if request.echo:
         echo = prompt if isinstance(prompt, str) else tokenizer.decode(ids)
-    return EnginePrompt(ids, sampling_params(request, len(ids), max_model_len), echo)
+    return EnginePrompt(ids, sampling_params(request, len(ids), max_model_len,
+                                             tokenizer.vocab_size), echo)
 
 
 def _check_prompt_len(n: int, max_model_len: int, param: str) -> None:

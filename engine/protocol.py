@@ -81,6 +81,9 @@ class SamplingFields(BaseModel):
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     seed: int | None = None
     user: str | None = None
+    logit_bias: dict[str, Any] | None = None  # token id -> bias in [-100, 100]
+    # vLLM's field: partitions the engine's prefix cache (only equal salts share blocks)
+    cache_salt: str | None = Field(default=None, min_length=1)
     # Headstart extensions
     session_id: str | None = None
     cache: dict[str, Any] | None = None  # per-request cache controls for SDKs without headers
@@ -318,13 +321,15 @@ class APIError(Exception):
     """An error that becomes an OpenAI-style body with `status`; raise it anywhere."""
 
     def __init__(
-        self, status: int, message: str, *, param: str | None = None, code: str | None = None
+        self, status: int, message: str, *, param: str | None = None, code: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
         self.code = code
+        self.headers = headers  # sent with the error (429: Retry-After, x-ratelimit-*)
 
     def body(self) -> dict[str, Any]:
         detail = ErrorDetail(

@@ -53,6 +53,8 @@ class Sampler:
     def __call__(self, logits: Tensor, seqs: list[Sequence]) -> list[int]:
         """logits [N, vocab] float32, one row per sequence in `seqs` -> N token ids."""
         params = [s.params for s in seqs]
+        if any(p.logit_bias for p in params):
+            logits = self._apply_logit_bias(logits.clone(), params)
         if any(p.has_penalties for p in params):
             logits = self._apply_penalties(logits.clone(), seqs)
         greedy_ids = row_argmax(logits)
@@ -107,6 +109,25 @@ class Sampler:
             count = seqs[row].params.logprobs or 0
             top = list(zip(top_ids[i][:count], top_values[i][:count], strict=True))
             seqs[row].sampled_logprobs = (chosen[i], sampled_first(top, token_ids[row], chosen[i]))
+
+    @staticmethod
+    def _apply_logit_bias(logits: Tensor, params: list) -> Tensor:
+        """OpenAI's `logit_bias`: each listed token's logit moves by its bias, in one
+        scatter over the batch (ids past the logits' width, if any, are left out)."""
+        vocab = logits.shape[-1]
+        rows, ids, biases = [], [], []
+        for row, p in enumerate(params):
+            for token, bias in p.logit_bias.items():
+                if token < vocab:
+                    rows.append(row)
+                    ids.append(token)
+                    biases.append(bias)
+        if rows:
+            index = (torch.tensor(rows, device=logits.device),
+                     torch.tensor(ids, device=logits.device))
+            logits.index_put_(index, torch.tensor(biases, device=logits.device,
+                                                  dtype=logits.dtype), accumulate=True)
+        return logits
 
     def _apply_penalties(self, logits: Tensor, seqs: list[Sequence]) -> Tensor:
         """OpenAI semantics: logit -= frequency * count + presence * (count > 0)."""

@@ -26,6 +26,7 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     logprobs: int | None = None  # None: none; k: each token's and its k likeliest rivals'
     json_object: bool = False  # JSON mode: the answer is one JSON object (json_constraint.py)
+    logit_bias: dict[int, float] = field(default_factory=dict)  # added to the token's logit
 
     @property
     def greedy(self) -> bool:
@@ -55,6 +56,10 @@ class SamplingParams:
                                               and 0 <= self.logprobs <= MAX_LOGPROBS):
             raise InvalidRequest(f"logprobs must be an integer in [0, {MAX_LOGPROBS}]",
                                  param="logprobs")
+        if any(not isinstance(t, int) or t < 0 or not -100 <= b <= 100
+               for t, b in self.logit_bias.items()):
+            raise InvalidRequest("logit_bias maps token ids to biases from -100 to 100",
+                                 param="logit_bias")
         for name in ("presence_penalty", "frequency_penalty"):
             if not -2.0 <= getattr(self, name) <= 2.0:
                 raise InvalidRequest(f"{name} must be between -2 and 2", param=name)

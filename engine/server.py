@@ -145,7 +145,8 @@ async def _start(request: Request, body: SamplingFields, prepared: EngineInput, 
     def start(ids: list[int], params: SamplingParams,
               engine_request_id: str) -> AsyncIterator[GenerationDelta]:
         return metrics.observe(engine.generate(ids, params, request_id=engine_request_id,
-                                               session_id=session_id), endpoint)
+                                               session_id=session_id,
+                                               cache_salt=body.cache_salt), endpoint)
 
     deltas = generate_choices(start, prepared.requests(), prepared.n, request_id)
     try:

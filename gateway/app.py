@@ -25,6 +25,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.metrics import EngineMetrics
+from gateway.admission import Admission
 from gateway.auth import Authenticator
 from gateway.cache_stage import CacheStage
 from gateway.config import DEFAULT_MODEL_NAME, ConfigError, GatewayConfig, UpstreamConfig
@@ -36,6 +37,7 @@ from gateway.errors import install_error_handlers
 from gateway.generation import GenerationDeps, match, serve_generation
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Pipeline
+from gateway.rate_limit import RateLimiter
 from gateway.routers import admin, dashboard, embeddings, health, models, ws
 from gateway.routing import RouteTable
 from gateway.transform_stage import TransformStage
@@ -96,6 +98,8 @@ async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
     state.transforms = TransformStage(config, state.engine)
     state.pipeline = Pipeline(state.upstreams, state.cache, state.transforms, state.metrics)
     app.generation.pipeline = state.pipeline
+    state.pipeline.admission = Admission(config, state.engine, state.metrics.count_shed)
+    await state.pipeline.admission.warm_up()
     unshare = share_step_thread(state.engine)
     # the startup heap (torch, weights, config) leaves the collector's scans: a full
     # collection over it takes tens of ms, a latency spike for whichever request waits
@@ -104,10 +108,13 @@ async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
     try:
         yield
     finally:
+        gc.unfreeze()  # a frozen heap is never collected: a stopped app (tests start many in
+        # one process) would keep its engine's memory for the life of the process
         unshare()
         for upstream in state.upstreams.values():
             await upstream.aclose()
         await state.cache.close()
+        state.rate_limits.close()
         if state.engine is not None:
             await state.engine.shutdown()
 
@@ -160,12 +167,14 @@ def create_app(config: GatewayConfig | None = None) -> GatewayApp:
     app.state.routes = RouteTable(config)
     app.state.auth = Authenticator(config.auth)
     app.state.metrics = GatewayMetrics()
+    app.state.rate_limits = RateLimiter.for_config(config, app.state.metrics)
     app.state.dashboard = DashboardFeed(config, app.state.metrics.registry, guarded=not (
         app.state.auth.open and app.state.auth.admin_key is None))
     app.state.engine = None
     app.cors = CorsPolicy.from_config(config.cors)
     app.generation = GenerationDeps(app.state.auth, app.state.routes,
                                     config.limits.max_body_bytes, app.cors)
+    app.generation.rate_limits = app.state.rate_limits
     install_error_handlers(app)
     for module in (models, embeddings, ws, health):
         app.include_router(module.router)

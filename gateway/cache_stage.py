@@ -126,5 +126,12 @@ class CacheStage:
 
 
 def _fits_an_entry(request: ChatCompletionRequest | CompletionRequest) -> bool:
-    """Whether an entry can hold the answer: one choice, no log-probabilities."""
-    return request.choice_count() == 1 and request.logprobs_count() is None
+    """Whether an entry can hold the answer: one choice, no log-probabilities, and text only
+    (the caches match text: an image's question must not be served another image's answer)."""
+    return (request.choice_count() == 1 and request.logprobs_count() is None
+            and not _has_non_text_parts(request))
+
+
+def _has_non_text_parts(request: ChatCompletionRequest | CompletionRequest) -> bool:
+    return any(isinstance(m.content, list) and any(p.get("type") != "text" for p in m.content)
+               for m in getattr(request, "messages", ()))

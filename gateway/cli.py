@@ -50,10 +50,10 @@ def serve(argv: list[str]) -> int:
 
     import uvicorn
 
-    from gateway.http_protocol import GatewayHttpProtocol
+    from gateway.http_protocol import server_options
 
     options = dict(host=args.host, port=args.port, log_level=args.log_level,
-                   access_log=False, ws="websockets-sansio", http=GatewayHttpProtocol)
+                   access_log=False, **server_options(config))
     if args.workers > 1:
         if config.engine_upstream() is not None:
             print("headstart serve: --workers needs remote upstreams only (each worker "

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from gateway.policy import RoutePolicy
 
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
+DEFAULT_MAX_QUEUE_S = 2.0  # the embedded default's queue limit (`make serve`)
 
 
 class ConfigError(ValueError):
@@ -65,6 +66,10 @@ class RouteConfig(RoutePolicy):
     fallback: str | None = None  # tried when the upstream fails before the first chunk
     timeout_s: float = Field(default=60.0, gt=0)  # the upstream's longest silence (see README)
     total_timeout_s: float | None = Field(default=None, gt=0)  # whole answer; None = no cap
+    # engine prefix cache partitioned by tenant (`cache_salt`); None: `tenant` when API keys
+    # exist, else `none`
+    kv_isolation: Literal["tenant", "none"] | None = None
+    max_queue_s: float | None = Field(default=None, gt=0)  # overrides limits.max_queue_s
 
     @field_validator("name")
     @classmethod
@@ -77,7 +82,14 @@ class RouteConfig(RoutePolicy):
         return self.cache.exact.enabled or self.cache.semantic.enabled
 
 
-class ApiKey(_Strict):
+class RateLimits(_Strict):
+    """Requests and tokens per minute (either optional); see gateway/rate_limit.py."""
+
+    rpm: int | None = Field(default=None, ge=1)
+    tpm: int | None = Field(default=None, ge=1)
+
+
+class ApiKey(RateLimits):
     key: str
     tenant: str = Field(min_length=1)
 
@@ -85,6 +97,7 @@ class ApiKey(_Strict):
 class AuthConfig(_Strict):
     admin_key: str | None = None  # guards /admin/* and /dashboard
     keys: list[ApiKey] = Field(default_factory=list)  # without keys the gateway is open
+    tenants: dict[str, RateLimits] = Field(default_factory=dict)  # limits shared by a tenant's keys
 
     @field_validator("admin_key")
     @classmethod
@@ -99,6 +112,11 @@ class AuthConfig(_Strict):
 
 class LimitsConfig(_Strict):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # larger bodies get 413
+    # expected queue wait past this -> 429 + Retry-After (gateway/admission.py); None: off
+    max_queue_s: float | None = Field(default=None, gt=0)
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)  # request line + headers; 431
+    header_timeout_s: float = Field(default=10.0, gt=0)  # a request's headers must be in by then
+    body_timeout_s: float = Field(default=30.0, gt=0)  # and its body by this after them; 408
 
 
 class CorsConfig(_Strict):
@@ -234,9 +252,11 @@ def load_config(path: str | os.PathLike[str] | None) -> GatewayConfig:
 
 
 def default_config() -> GatewayConfig:
-    """The bundled engine in-process, served as `smollm2-135m-instruct`, caching off."""
+    """The bundled engine in-process, served as `smollm2-135m-instruct`, caching off; a
+    burst it cannot serve within 2 s is partly answered 429 rather than queued."""
     return GatewayConfig.from_dict(
         {
+            "limits": {"max_queue_s": DEFAULT_MAX_QUEUE_S},
             "upstreams": {"local": {"kind": "engine", "model": DEFAULT_MODEL_NAME}},
             "routes": [
                 {"name": DEFAULT_MODEL_NAME, "models": [DEFAULT_MODEL_NAME], "upstream": "local"}

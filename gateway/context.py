@@ -138,6 +138,9 @@ class RequestContext:
     transforms: list[str] = field(default_factory=list)  # e.g. ["window:dropped=4", "compress:0.42"]
     upstream_name: str | None = None
     upstream_body: bytes | None = None  # a whole answer's bytes, when written unchanged
+    cache_salt: str | None = None  # keys the engine's prefix cache (gateway/kv_isolation.py)
+    usage: Usage | None = None  # the answer's usage once it is known (rate limits settle on it)
+    limit_headers: list[tuple[bytes, bytes]] = field(default_factory=list)  # x-ratelimit-*
 
     def response_headers(self) -> list[tuple[bytes, bytes]]:
         """The headers the stages' annotations make, as ASGI sends them: rendered straight
@@ -152,4 +155,6 @@ class RequestContext:
             headers.append((b"server-timing", self.timings.header()))
         if self.upstream_name:
             headers.append((b"x-headstart-upstream", self.upstream_name.encode("latin-1")))
+        if self.limit_headers:
+            headers.extend(self.limit_headers)
         return headers

@@ -31,8 +31,10 @@ from gateway.context import CacheControl, RequestContext
 from gateway.dashboard.access import check_dashboard_access
 from gateway.dashboard.data import DashboardFeed
 from gateway.errors import from_pydantic
+from gateway.kv_isolation import cache_salt_for
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Pipeline
+from gateway.rate_limit import RateLimiter
 from gateway.routing import RouteTable
 
 M = TypeVar("M", bound=BaseModel)
@@ -142,10 +144,11 @@ def build_context(
     *,
     session_id: str | None = None,
     headers: Mapping[str, str] | None = None,
+    keyed: bool = False,
 ) -> RequestContext:
     """Collect the per-request controls (headers or body fields) for a request `route`
     serves (`RouteTable.resolve`). `headers`: the connection's headers already read into a
-    dict (`header_map`)."""
+    dict (`header_map`). `keyed`: the gateway has API keys (`kv_isolation`'s default)."""
     if headers is None:
         headers = conn.headers
     cache_opts: dict[str, Any] = body.cache or {}
@@ -167,6 +170,7 @@ def build_context(
         namespace=namespace,
         session_id=session_id or headers.get("x-session-id") or body.session_id,
         cache_control=cache_control,
+        cache_salt=cache_salt_for(route, tenant, body.cache_salt, keyed),
     )
 
 
@@ -200,12 +204,17 @@ def get_pipeline(conn: HTTPConnection) -> Pipeline:
     return conn.app.state.pipeline
 
 
+def get_rate_limits(conn: HTTPConnection) -> RateLimiter:
+    return conn.app.state.rate_limits
+
+
 ConfigDep = Annotated[GatewayConfig, Depends(get_config)]
 RoutesDep = Annotated[RouteTable, Depends(get_routes)]
 AuthDep = Annotated[Authenticator, Depends(get_auth)]
 MetricsDep = Annotated[GatewayMetrics, Depends(get_metrics)]
 CacheStageDep = Annotated[CacheStage, Depends(get_cache_stage)]
 PipelineDep = Annotated[Pipeline, Depends(get_pipeline)]
+RateLimitsDep = Annotated[RateLimiter, Depends(get_rate_limits)]
 
 
 def dashboard_access(conn: HTTPConnection, auth: AuthDep) -> None:

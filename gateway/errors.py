@@ -51,11 +51,11 @@ _STATUS_MESSAGES = {
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> JSONResponse:
-        headers = None
+        headers = dict(exc.headers or {})
         ctx = getattr(request.state, "ctx", None)
         if ctx is not None:
-            headers = {"x-request-id": ctx.request_id}
-        return error_response(exc, headers)
+            headers["x-request-id"] = ctx.request_id
+        return error_response(exc, headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

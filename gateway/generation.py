@@ -26,6 +26,7 @@ from gateway.coalesced_send import CoalescedSend
 from gateway.cors import CorsPolicy
 from gateway.deps import build_context, header_map, parse_model, pick_request_id, receive_body
 from gateway.pipeline import Pipeline
+from gateway.rate_limit import RateLimiter
 from gateway.responses import ClientWatch, send_json, write_answer
 from gateway.routing import RouteTable
 
@@ -42,8 +43,9 @@ class GenerationDeps:
     """What the generation endpoints use of the gateway: made by `create_app`, the
     pipeline added by its lifespan once the upstreams are open."""
 
-    __slots__ = ("auth", "routes", "max_body_bytes", "cors", "pipeline")
+    __slots__ = ("auth", "routes", "max_body_bytes", "cors", "pipeline", "rate_limits")
     pipeline: Pipeline
+    rate_limits: RateLimiter  # set by `create_app`
 
     def __init__(self, auth: Authenticator, routes: RouteTable, max_body_bytes: int,
                  cors: CorsPolicy | None) -> None:
@@ -80,15 +82,19 @@ async def serve_generation(deps: GenerationDeps, scope: Scope, receive: Receive,
         send = deps.cors.wrap(send, headers.get("origin"))
     out = CoalescedSend(send)
     watch: ClientWatch | None = None
+    settlement = None
     try:
         if scope["method"] != "POST":
             raise APIError(405, f"Method {scope['method']} is not allowed on {scope['path']}")
-        tenant = deps.auth.tenant_for(request)
+        caller = deps.auth.caller_for(request)
+        tenant = None if caller is None else caller.tenant
         raw = await receive_body(receive, headers.get("content-length"), deps.max_body_bytes)
         body = parse_model(raw, model)
         route = deps.routes.resolve(body.model, route_name)
-        ctx = build_context(request, kind, body, route, tenant, headers=headers)
+        ctx = build_context(request, kind, body, route, tenant, headers=headers,
+                            keyed=not deps.auth.open)
         ctx.client_json = raw
+        settlement = await deps.rate_limits.check(ctx, caller)
         watch = ClientWatch(receive)
         await write_answer(ctx, deps.pipeline, out)
     except asyncio.CancelledError:
@@ -108,10 +114,14 @@ async def serve_generation(deps: GenerationDeps, scope: Scope, receive: Receive,
     finally:
         if watch is not None:
             watch.stop()
+        if settlement is not None:
+            deps.rate_limits.settle_later(settlement, ctx)
 
 
 async def _send_error(send: CoalescedSend, err: APIError, request_id: str) -> None:
     headers = [(b"x-request-id", request_id.encode())]
     if err.status == 405:
         headers.append((b"allow", b"POST"))
+    if err.headers:
+        headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in err.headers.items()]
     await send_json(send, err.status, json.dumps(err.body()).encode(), headers)

@@ -11,7 +11,10 @@ transport, status line and headers in the same write as the first body bytes.
 
 Everything else takes uvicorn's own path: other endpoints, WebSocket upgrades,
 `Expect: 100-continue`, a request pipelined behind one still being answered, a `root_path`
-or `limit_concurrency` setting. Serve with `uvicorn.Config(app, http=GatewayHttpProtocol)`.
+or `limit_concurrency` setting. Serve with `uvicorn.Config(app, **server_options(config))`.
+
+Every request, on either path, is bounded in size and time by the config's `limits`
+(`gateway/bounded_protocol.py`).
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ import re
 from typing import Any
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
 from gateway.app import GatewayApp
+from gateway.bounded_protocol import BoundedHttpProtocol
+from gateway.config import GatewayConfig, LimitsConfig
 from gateway.generation import match, serve_generation
 
 log = logging.getLogger("headstart.gateway")
@@ -74,21 +79,39 @@ class _NoEvent:
 _NO_EVENT = _NoEvent()
 
 
-class GatewayHttpProtocol(HttpToolsProtocol):
-    """`HttpToolsProtocol` that hands generation requests to a `DirectExchange`."""
+def server_options(config: GatewayConfig) -> dict[str, Any]:
+    """uvicorn settings for serving the gateway: this protocol, and WebSocket messages
+    bounded like request bodies (a larger frame closes the socket with 1009)."""
+    return {"http": GatewayHttpProtocol, "ws": "websockets-sansio",
+            "ws_max_size": config.limits.max_body_bytes}
+
+
+class GatewayHttpProtocol(BoundedHttpProtocol):
+    """uvicorn's httptools protocol, bounded (`BoundedHttpProtocol`), that hands generation
+    requests to a `DirectExchange`."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        gateway = find_gateway(self.app)
+        limits = gateway.state.config.limits if gateway is not None else LimitsConfig()
+        self.bound(limits)
         super().connection_made(transport)
         direct = self.limit_concurrency is None and not self.root_path
-        self.gateway = find_gateway(self.app) if direct else None
-        if self.gateway is not None:
-            self.body_limit: int = self.gateway.generation.max_body_bytes
+        self.gateway = gateway if direct else None
+        self.body_limit: int = limits.max_body_bytes
+
+    def on_message_complete(self) -> None:
+        if isinstance(self.cycle, DirectExchange):
+            self.disarm()
+            self.cycle.start()
+        else:
+            super().on_message_complete()
 
     def on_headers_complete(self) -> None:
         target = self._direct_target()
         if target is None:
             super().on_headers_complete()
             return
+        self.arm("body")
         parser, scope = self.parser, self.scope
         http_version = parser.get_http_version()
         scope["method"] = "POST"
@@ -112,12 +135,6 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             self.cycle.add_body(body)
         else:
             super().on_body(body)
-
-    def on_message_complete(self) -> None:
-        if isinstance(self.cycle, DirectExchange):
-            self.cycle.start()
-        else:
-            super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         exchange = self.cycle

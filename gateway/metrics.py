@@ -144,6 +144,13 @@ class GatewayMetrics:
         self.cached_tokens = counter("headstart_gateway_cached_prompt_tokens",
                                      "Prompt tokens the upstream reused from its prefix cache",
                                      ["route"])
+        self.shed = counter("headstart_requests_shed",
+                            "Requests refused with 429: reason queue (expected wait over "
+                            "max_queue_s), rpm or tpm (a key's or tenant's limit)",
+                            ["route", "reason"])
+        self.rate_limit_store_errors = counter(
+            "headstart_ratelimit_store_errors",
+            "Rate-limit checks that found Redis unreachable and let the request pass", [])
         self.registry.register(_LabelledCollector(metrics))
         self._cache_collector: CacheStatsCollector | None = None
         self._engines: EngineSeries | None = None
@@ -155,6 +162,12 @@ class GatewayMetrics:
             self._cache_collector = CacheStatsCollector(snapshot)
             self.registry.register(self._cache_collector)
         self._cache_collector.snapshot = snapshot
+
+    def count_shed(self, route: str, reason: str) -> None:
+        self.shed.labels(route, reason).inc()
+
+    def count_rate_limit_store_error(self) -> None:
+        self.rate_limit_store_errors.labels().inc()
 
     def watch_engine(self, registry: CollectorRegistry, upstream: str | None = None) -> None:
         """Export an in-process engine's own series (`engine.metrics.EngineMetrics.registry`,

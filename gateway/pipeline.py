@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from engine.protocol import APIError, ChatCompletion, ChatCompletionChunk, Completion, Usage
+from gateway.admission import Admission
 from gateway.assemble import Assembler
 from gateway.cache_stage import CacheStage
 from gateway.config import RouteConfig
@@ -44,6 +45,8 @@ Chunk = ChatCompletionChunk | Completion
 class Pipeline:
     """The request path above; also the transform stage's way upstream (`forward`,
     `forward_part`: its `Forwarder`)."""
+
+    admission: Admission | None = None  # sheds requests that would wait too long upstream
 
     def __init__(self, upstreams: dict[str, Upstream], cache: CacheStage,
                  transforms: TransformStage, metrics: GatewayMetrics,
@@ -138,7 +141,10 @@ class Pipeline:
             t0 = self.clock()
             try:
                 async with asyncio.timeout_at(ends if deadline is None else min(ends, deadline)):
-                    answer = await self.upstreams[name].answer(ctx.body, ctx)
+                    asked = self.upstreams[name].answer(ctx.body, ctx)
+                    if self.admission is not None:
+                        asked = self.admission.whole(ctx, name, asked)
+                    answer = await asked
             except (TimeoutError, APIError) as e:
                 error = e if isinstance(e, APIError) else _timeout_error(name, route.timeout_s)()
                 if self._falls_back(ctx, names, attempt, error, t0):
@@ -209,6 +215,8 @@ class Pipeline:
         deadline = _deadline(route, loop)
         for attempt, name in enumerate(names):
             stream = self.upstreams[name].stream(request, ctx)
+            if self.admission is not None:
+                stream = self.admission.watch(ctx, name, stream)
             timer = UpstreamTimeout(route.timeout_s, deadline, _timeout_error(name, route.timeout_s))
             t0 = self.clock()
             try:
@@ -271,6 +279,7 @@ class Pipeline:
             (self.clock() if t1 is None else t1) - t0)
 
     def _account(self, ctx: RequestContext, outcome: str, usage: Usage | None) -> None:
+        ctx.usage = usage
         route = ctx.route.name
         self.metrics.requests.labels(route, outcome).inc()
         self.metrics.latency.labels(route, outcome).observe(self.clock() - ctx.started)

@@ -45,15 +45,27 @@ EnabledCacheDep = Annotated[CacheStage, Depends(enabled_cache)]
 
 
 def _answer(response: str | dict[str, Any], model: str) -> Answer:
+    """The entry's answer; 400 when `response` is none of the shapes it may take."""
     if isinstance(response, str):
         return Answer(kind="chat", model=model, content=response, finish_reason="stop",
                       usage=Usage())
-    if "choices" in response:  # a chat.completion object
-        message = (response.get("choices") or [{}])[0].get("message") or {}
-        return Answer(kind="chat", model=model, content=message.get("content") or "",
-                      finish_reason="stop", usage=Usage())
-    return Answer.from_dict({"kind": "chat", "model": model, "finish_reason": "stop",
-                            **response})
+    try:
+        if "choices" in response:  # a chat.completion object
+            message = (response.get("choices") or [{}])[0].get("message") or {}
+            content = message.get("content") or ""
+            if not isinstance(content, str):
+                raise TypeError("content")
+            return Answer(kind="chat", model=model, content=content, finish_reason="stop",
+                          usage=Usage())
+        answer = Answer.from_dict({"kind": "chat", "model": model, "finish_reason": "stop",
+                                   **response})
+        if not isinstance(answer.content, str):
+            raise TypeError("content")
+        return answer
+    except (KeyError, IndexError, TypeError, AttributeError, ValidationError):
+        raise APIError(400, "response must be the answer's text, a chat.completion object, "
+                       "or an answer object with a string `content`",
+                       param="response") from None
 
 
 @router.post("/cache/entries")

@@ -20,13 +20,24 @@ import json
 import logging
 import uuid
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from engine.protocol import APIError, ChatCompletionRequest
-from gateway.deps import AuthDep, ConfigDep, PipelineDep, RoutesDep, build_context, parse_model
+from gateway.auth import Caller
+from gateway.deps import (
+    AuthDep,
+    ConfigDep,
+    PipelineDep,
+    RateLimitsDep,
+    RoutesDep,
+    build_context,
+    parse_model,
+)
 from gateway.pipeline import Pipeline
+from gateway.rate_limit import RateLimiter
 from gateway.routing import RouteTable
 
 router = APIRouter(tags=["websocket"])
@@ -72,29 +83,46 @@ class SocketReader:
             pass
 
 
+@dataclass
+class Socket:
+    """What every request on one socket shares: the gateway's parts, its limits, the caller
+    (its key's rate limits and tenant) and the session."""
+
+    websocket: WebSocket
+    pipeline: Pipeline
+    routes: RouteTable
+    rate_limits: RateLimiter
+    max_bytes: int
+    route_name: str | None
+    caller: Caller | None
+    keyed: bool  # the gateway has API keys
+    session_id: str
+
+
 @router.websocket("/v1/ws")
 @router.websocket("/r/{route_name}/v1/ws")
 async def chat_socket(websocket: WebSocket, auth: AuthDep, config: ConfigDep, routes: RoutesDep,
-                      pipeline: PipelineDep, route_name: str | None = None) -> None:
+                      pipeline: PipelineDep, rate_limits: RateLimitsDep,
+                      route_name: str | None = None) -> None:
     session_id = (websocket.query_params.get("session_id")
                   or websocket.headers.get("x-session-id") or f"ws-{uuid.uuid4().hex[:16]}")
     await websocket.accept()
     try:
-        tenant = auth.tenant_for(websocket)
+        caller = auth.caller_for(websocket)
     except APIError as e:
         await websocket.send_text(_error(e))
         await websocket.close(code=POLICY_VIOLATION, reason=e.message[:120])
         return
     await websocket.send_text(json.dumps({"type": "session", "session_id": session_id}))
-    limit = config.limits.max_body_bytes
+    sock = Socket(websocket, pipeline, routes, rate_limits, config.limits.max_body_bytes,
+                  route_name, caller, not auth.open, session_id)
     reader = SocketReader(websocket)
     try:
         while (message := await reader.next()) is not None:
             raw = message.get("bytes") or (message.get("text") or "").encode()
             reader.answering = asyncio.current_task()
             try:
-                await _answer(websocket, pipeline, routes, raw, limit, route_name, tenant,
-                              session_id)
+                await _answer(sock, raw)
             except asyncio.CancelledError:
                 if not reader.closed:
                     raise  # the server is shutting down
@@ -110,29 +138,37 @@ async def chat_socket(websocket: WebSocket, auth: AuthDep, config: ConfigDep, ro
         await reader.close()
 
 
-async def _answer(websocket: WebSocket, pipeline: Pipeline, routes: RouteTable, raw: bytes,
-                  limit: int, route_name: str | None, tenant: str | None,
-                  session_id: str) -> None:
+async def _answer(sock: Socket, raw: bytes) -> None:
     """One request on the socket: chunks, then `done` (or an `error` message)."""
-    ctx = None
+    websocket, limit = sock.websocket, sock.max_bytes
+    ctx = settlement = None
     try:
         if len(raw) > limit:
             raise APIError(413, f"Message too large: the limit is {limit} bytes",
                            code="request_too_large")
         body = parse_model(raw, ChatCompletionRequest)
-        route = routes.resolve(body.model, route_name)
-        ctx = build_context(websocket, "chat", body, route, tenant, session_id=session_id)
-        chunks = pipeline.run(ctx)
+        route = sock.routes.resolve(body.model, sock.route_name)
+        tenant = None if sock.caller is None else sock.caller.tenant
+        ctx = build_context(websocket, "chat", body, route, tenant, session_id=sock.session_id,
+                            keyed=sock.keyed)
+        settlement = await sock.rate_limits.check(ctx, sock.caller)
+        chunks = sock.pipeline.run(ctx)
         async with aclosing(chunks):  # the client leaving mid-answer aborts the upstream
             async for chunk in chunks:
                 await websocket.send_text(chunk.model_dump_json())
     except APIError as e:
         await websocket.send_text(_error(e, ctx.request_id if ctx else None))
         return
+    finally:
+        if settlement is not None:
+            sock.rate_limits.settle_later(settlement, ctx)
     headers = {k.decode(): v.decode("latin-1") for k, v in ctx.response_headers()}
     done: dict[str, Any] = {"type": "done", "request_id": ctx.request_id, "headers": headers}
     await websocket.send_text(json.dumps(done))
 
 
 def _error(err: APIError, request_id: str | None = None) -> str:
-    return json.dumps({"type": "error", "request_id": request_id, **err.body()})
+    message = {"type": "error", "request_id": request_id, **err.body()}
+    if err.headers:  # a 429's Retry-After and x-ratelimit-*
+        message["headers"] = err.headers
+    return json.dumps(message)

@@ -74,7 +74,7 @@ class EngineUpstream(Upstream):
 
         def start(ids: list[int], params: Any, engine_request_id: str) -> AsyncIterator[Any]:
             deltas = self.engine.generate(ids, params, request_id=engine_request_id,
-                                          session_id=ctx.session_id)
+                                          session_id=ctx.session_id, cache_salt=ctx.cache_salt)
             return deltas if self.metrics is None else self.metrics.observe(deltas, endpoint)
 
         try:

@@ -101,6 +101,8 @@ class OpenAICompatUpstream(Upstream):
         unstreamed or streamed at the client's asking (the usage option then goes in as
         the object's first member). Rendering it again would cost about 40 µs on the
         request's way upstream once the gateway has idled."""
+        if ctx.cache_salt != request.cache_salt:  # the gateway's salt (gateway/kv_isolation.py)
+            return to_json({**self._payload(request), "cache_salt": ctx.cache_salt})
         raw = ctx.client_json
         if (raw is not None and request is ctx.body
                 and self.model_for(request.model) == request.model

@@ -135,3 +135,13 @@ def test_sampled_first_orders_ties_only() -> None:
     assert sampled_first(top, 8, -3.0) == top                # below the list: unchanged
     assert sampled_first([(5, -1.0), (9, -1.0)], 3, -1.0) == [(3, -1.0), (5, -1.0)]
     assert sampled_first([], 3, -1.0) == []
+
+
+def test_logit_bias_moves_only_its_rows_tokens_and_leaves_the_logits_unchanged() -> None:
+    logits = torch.tensor([[0.1, 3.0, 0.2], [5.0, 0.0, 1.0], [1.0, 2.0, 0.0]])
+    original = logits.clone()
+    params = [SamplingParams(temperature=0, logit_bias={2: 100.0}),
+              SamplingParams(temperature=0, logit_bias={0: -100.0, 1: 4.5}),
+              SamplingParams(temperature=0)]
+    assert Sampler(CPU)(logits, seqs_with(params)) == [2, 1, 1]
+    assert torch.equal(logits, original)  # logprobs are read from the model's own logits

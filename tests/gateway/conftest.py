@@ -23,7 +23,7 @@ import uvicorn
 from bench.processes import ServerProcess, free_port, headstart_cmd
 from gateway.app import create_app
 from gateway.config import GatewayConfig
-from gateway.http_protocol import GatewayHttpProtocol
+from gateway.http_protocol import GatewayHttpProtocol, server_options
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float = 20.0) -> bool:
@@ -62,9 +62,10 @@ class GatewayThread:
             config = GatewayConfig.from_dict(config, source="<test config>")
         self.app = create_app(config)
         self.port = free_port()
+        options = {**server_options(config), "http": http}
         self.server = uvicorn.Server(uvicorn.Config(
             self.app, host="127.0.0.1", port=self.port, log_level="warning",
-            access_log=False, ws="websockets-sansio", lifespan="on", http=http))
+            access_log=False, lifespan="on", **options))
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.error: BaseException | None = None
 

@@ -76,6 +76,7 @@ def test_embedded_default_serves_smollm2():
     assert config.upstreams["local"].kind == "engine"
     assert config.routes[0].models == ["smollm2-135m-instruct"]
     assert not config.routes[0].caching_enabled()
+    assert config.limits.max_queue_s == 2.0  # make serve sheds what it cannot serve in time
     assert load_config(None) == config
 
 

@@ -1,0 +1,161 @@
+"""Admission control: a request whose expected queue wait passes the route's `max_queue_s`
+(or `limits.max_queue_s`) is answered 429 with `Retry-After` at once, instead of joining a
+queue in which it, and everyone behind it, would miss the SLO.
+
+The wait is estimated from the upstream's real state when the request is about to go
+upstream (after the caches, so a cache hit is never shed), and counts only the time spent
+behind other requests, never the request's own service, so an idle upstream refuses
+nothing:
+- the in-process engine: its running and waiting requests and its measured step costs
+  (`AsyncEngine.expected_wait_s`, engine/wait_estimate.py); with a limit set, a short
+  request at start measures those costs before the first client arrives (`warm_up`);
+- any other upstream: the requests in flight to it and the latency it showed at such loads
+  (`LatencyFit`: first-token time against requests in flight; the wait is what the load
+  adds to the time of a request alone).
+A fallback attempt (the route's upstream failed) is not shed. Shed requests are counted in
+`headstart_requests_shed_total{route,reason="queue"}`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+from engine.protocol import APIError
+from engine.sampling_params import SamplingParams
+from gateway.config import GatewayConfig
+from gateway.context import RequestContext
+
+T = TypeVar("T")
+log = logging.getLogger("headstart.gateway")
+FIT_DECAY = 0.97  # weight left to a latency sample after each newer one (~30 samples)
+
+
+class LatencyFit:
+    """First-token time as a straight line in the requests in flight at arrival, by
+    exponentially weighted least squares; never decreasing in the load."""
+
+    def __init__(self) -> None:
+        self.w = self.x = self.y = self.xx = self.xy = 0.0
+
+    def add(self, in_flight: int, seconds: float) -> None:
+        d = FIT_DECAY
+        self.w, self.x, self.y = self.w * d + 1, self.x * d + in_flight, self.y * d + seconds
+        self.xx = self.xx * d + in_flight * in_flight
+        self.xy = self.xy * d + in_flight * seconds
+
+    def predict(self, in_flight: int) -> float:
+        if self.w == 0:
+            return 0.0  # nothing seen yet: admit
+        mx, my = self.x / self.w, self.y / self.w
+        var = self.xx / self.w - mx * mx
+        slope = max(0.0, (self.xy / self.w - mx * my) / var) if var > 1e-9 else 0.0
+        return max(0.0, my + slope * (in_flight - mx))
+
+    def queueing_s(self, in_flight: int) -> float:
+        """What `in_flight` requests ahead add to a request's first-token time."""
+        return max(0.0, self.predict(in_flight) - self.predict(0))
+
+
+class UpstreamLoad:
+    """Requests in flight to one upstream and the latency fit they feed."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.fit = LatencyFit()
+
+
+class Admission:
+    """Per-upstream load and the shedding decision; `on_shed(route, reason)` counts."""
+
+    def __init__(self, config: GatewayConfig, engine: Any,
+                 on_shed: Callable[[str, str], None]) -> None:
+        self.config = config
+        self.engine = engine
+        self.on_shed = on_shed
+        self.loads = {name: UpstreamLoad() for name in config.upstreams}
+        self.engine_upstreams = {name for name, up in config.upstreams.items()
+                                 if up.kind == "engine"}
+
+    def expected_wait_s(self, upstream: str) -> float:
+        """Seconds a request would wait behind others at `upstream` now."""
+        if upstream in self.engine_upstreams and self.engine is not None:
+            return self.engine.expected_wait_s()
+        load = self.loads[upstream]
+        return load.fit.queueing_s(load.in_flight)
+
+    def check(self, ctx: RequestContext, upstream: str) -> None:
+        """Raise the 429 when the request would wait past the route's limit."""
+        limit = ctx.route.max_queue_s or self.config.limits.max_queue_s
+        if limit is None or upstream != ctx.route.upstream:
+            return
+        wait = self.expected_wait_s(upstream)
+        if wait <= limit:
+            return
+        self.on_shed(ctx.route.name, "queue")
+        retry = max(1, math.ceil(wait - limit))
+        raise APIError(
+            429, f"The server is busy: the expected wait is {wait:.1f}s, over this route's "
+            f"limit of {limit:g}s. Please retry after {retry}s.",
+            code="server_busy", headers={"retry-after": str(retry),
+                                         "retry-after-ms": str(int(retry * 1000))})
+
+    async def warm_up(self) -> None:
+        """With a queue limit and the in-process engine: one short request before serving,
+        so the first burst is judged by measured step costs rather than priors (and does
+        not pay the engine's first-step costs)."""
+        limited = self.config.limits.max_queue_s or any(r.max_queue_s for r in
+                                                        self.config.routes)
+        if not limited or self.engine is None:
+            return
+        room = self.engine.max_model_len // 2
+        ids = self.engine.tokenizer.encode("The warm-up reads a prompt and writes a few "
+                                           "tokens. " * 12)[:min(128, room)]
+        params = SamplingParams(max_tokens=min(8, room), temperature=0, ignore_eos=True)
+        try:
+            async for _ in self.engine.generate(ids, params, request_id="admission-warm-up"):
+                pass
+        except Exception as e:  # noqa: BLE001 - without it, priors stand in; still serve
+            log.warning("admission: the engine's warm-up failed (%s); estimating from priors "
+                        "until it has run", e)
+
+    async def watch(self, ctx: RequestContext, upstream: str,
+                    stream: AsyncIterator[T]) -> AsyncIterator[T]:
+        """`stream`, admitted first (the 429 comes out of the first `anext`), counted in
+        flight until closed, its first-chunk time fed to the upstream's fit."""
+        try:
+            self.check(ctx, upstream)
+            load = self.loads[upstream]
+            ahead, started = load.in_flight, time.perf_counter()
+            load.in_flight += 1
+            try:
+                first = True
+                async for chunk in stream:
+                    if first:
+                        load.fit.add(ahead, time.perf_counter() - started)
+                        first = False
+                    yield chunk
+            finally:
+                load.in_flight -= 1
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+
+    async def whole(self, ctx: RequestContext, upstream: str, answer: Awaitable[T]) -> T:
+        """`await answer` (a whole, unstreamed answer) with the same admission and count."""
+        try:
+            self.check(ctx, upstream)
+        except APIError:
+            answer.close()  # type: ignore[attr-defined]
+            raise
+        load = self.loads[upstream]
+        ahead, started = load.in_flight, time.perf_counter()
+        load.in_flight += 1
+        try:
+            result = await answer
+            load.fit.add(ahead, time.perf_counter() - started)
+            return result
+        finally:
+            load.in_flight -= 1
