@@ -10,7 +10,8 @@ score 0.97+, above many true rewordings. Every candidate goes through two stages
    chosen by cross-validation (at most 1% of held-out near misses served).
 
 Two questions that read the same once normalised (case, punctuation, fillers, contractions)
-pass without the model. The guard never raises: anything it cannot read is a rejection
+pass without the model. In a `semantic` context (cache/keys.py, `verify_text`) each side is
+the question and the earlier turns: every turn must pass, and the lowest score counts. The guard never raises: anything it cannot read is a rejection
 with reason `guard_error`, so a test asserting another reason catches a crash.
 """
 
@@ -22,12 +23,13 @@ from typing import Literal
 
 from cache import pair_model
 from cache.checks import Clash, clash
+from cache.keys import TURN_SEP
 from cache.pair_model import PairModel
 from cache.question import read
 
 log = logging.getLogger("headstart.cache")
 Reason = Literal["same_text", "verified", "verifier", "no_verifier", "numbers", "units",
-                 "dates", "identifiers", "negation", "guard_error"]
+                 "dates", "identifiers", "negation", "context", "guard_error"]
 _SHARED = object()
 
 
@@ -78,22 +80,32 @@ class Guard:
             return [Verdict(False, "guard_error") for _ in cached]
 
     def _check_many(self, cached: list[str], new: str, bar: float) -> list[Verdict]:
+        """Each candidate turn by turn (one turn unless a `semantic` context joined them):
+        every turn must pass; the verifier reads all undecided turns in one batch."""
+        new_turns = new.split(TURN_SEP)
         verdicts: list[Verdict | None] = []
-        for text in cached:
-            if read(text).tokens == read(new).tokens:
-                verdicts.append(Verdict(True, "same_text"))
-            elif (found := clash(text, new)) is not None:
-                verdicts.append(Verdict(False, found.reason, clash=found))
-            else:
-                verdicts.append(None)
-        todo = [i for i, v in enumerate(verdicts) if v is None]
-        if todo and self.model is None:
-            for i in todo:
+        asks: list[tuple[int, str, str]] = []  # (candidate, cached turn, new turn)
+        for i, text in enumerate(cached):
+            turns = text.split(TURN_SEP)
+            verdict = None if len(turns) == len(new_turns) else Verdict(False, "context")
+            for a, b in zip(turns, new_turns, strict=False) if verdict is None else ():
+                if read(a).tokens == read(b).tokens:
+                    continue
+                if (found := clash(a, b)) is not None:
+                    verdict = Verdict(False, found.reason, clash=found)
+                    break
+                asks.append((i, a, b))
+            verdicts.append(verdict)
+        asks = [x for x in asks if verdicts[x[0]] is None]
+        if asks and self.model is None:
+            for i, _, _ in asks:
                 verdicts[i] = Verdict(False, "no_verifier")
-        elif todo:
-            scores = self.model.score([(cached[i], new) for i in todo])
-            for i, s in zip(todo, scores, strict=True):
-                score = round(float(s), 4)
+        elif asks:
+            lowest: dict[int, float] = {}
+            for (i, _, _), s in zip(asks, self.model.score([(a, b) for _, a, b in asks]),
+                                    strict=True):
+                lowest[i] = min(lowest.get(i, 1.0), round(float(s), 4))
+            for i, score in lowest.items():
                 verdicts[i] = Verdict(score >= bar, "verified" if score >= bar else "verifier",
                                       score=score)
-        return [v for v in verdicts if v is not None]
+        return [v or Verdict(True, "same_text") for v in verdicts]

@@ -193,26 +193,31 @@ def query_text(req: CacheRequest) -> str | None:
     return None if turn is None else split_turn(turn)[1]
 
 
+TURN_SEP = "\n\u241e\n"  # between turns in a `semantic` context's verify text
+
+
 def verify_text(req: CacheRequest, mode: ContextMode = "full") -> str | None:
     """What the guard compares: the question; in `semantic` context mode, the question then
-    the earlier user turns, newest first (their meaning must match, not their bytes)."""
+    every earlier turn but system prompts, newest first, joined by TURN_SEP: the guard reads
+    them turn by turn (their meaning must match, not their bytes)."""
     question = query_text(req)
     if mode != "semantic" or question is None:
         return question
     i = last_user_index(req.messages)
-    earlier = [message_text(m) for m in req.messages[:i or 0] if m.get("role") == "user"]
-    return " | ".join([question, *reversed(earlier)])
+    earlier = [message_text(m) for m in req.messages[:i or 0]
+               if m.get("role") not in ("system", "developer")]
+    return TURN_SEP.join([question, *reversed(earlier)])
 
 
 def context_hash(req: CacheRequest, mode: ContextMode = "full") -> str:
     """Hash of what precedes the last user turn: all of it, only system prompts (also in
-    `semantic` mode, plus how many user turns came before), or nothing."""
+    `semantic` mode, plus the roles of the turns before), or nothing."""
     i = last_user_index(req.messages)
     before = req.messages[:i] if i is not None else list(req.messages)
     if mode == "semantic":
-        turns = sum(m.get("role") == "user" for m in before)
+        roles = [m.get("role") for m in before if m.get("role") not in ("system", "developer")]
         before = [m for m in before if m.get("role") in ("system", "developer")]
-        before.append({"role": "turns", "content": str(turns)})
+        before.append({"role": "turns", "content": ",".join(map(str, roles))})
     elif mode == "system":
         before = [m for m in before if m.get("role") in ("system", "developer")]
     elif mode == "none":
