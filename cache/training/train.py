@@ -1,6 +1,6 @@
 """Fine-tune the pair verifier and choose its threshold by cross-validation.
 
-    flock /tmp/headstart-bench.lock python -m cache.training.train [--epochs 2] [--folds 3]
+    flock /tmp/headstart-bench.lock python -m cache.training.train [--epochs 1] [--folds 3]
 
 Training pairs: the generator's (cache/training/data/generated_pairs.jsonl, remade by
 `python -m cache.training.generate`) and fow-cache's train split (by id hash, as cache/eval.py
@@ -70,6 +70,23 @@ class Features:
                     self.hidden[i] = x[j, :len(enc[i].ids)].to(torch.float16).clone()
         self.labels = torch.tensor([float(p["same_answer"]) for p in pairs for _ in (0, 1)])
 
+    @classmethod
+    def cached(cls, path: str | None, pairs: list[dict], start: int) -> Features:
+        """`Features` of `pairs`, read from `path` when it holds them, else computed (and
+        written there)."""
+        digest = hashlib.sha1(json.dumps([(p["a"], p["b"], start) for p in pairs]).encode())
+        if path and Path(path).exists():
+            saved = torch.load(path)
+            if saved["digest"] == digest.hexdigest():
+                feats = cls.__new__(cls)
+                feats.hidden, feats.labels = saved["hidden"], saved["labels"]
+                return feats
+        feats = cls(fresh_model().eval(), pairs, start)
+        if path:
+            torch.save({"digest": digest.hexdigest(), "hidden": feats.hidden,
+                        "labels": feats.labels}, path)
+        return feats
+
     def batch(self, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         t = max(len(self.hidden[r]) for r in rows)
         x = torch.zeros(len(rows), t, self.hidden[0].shape[1])
@@ -114,9 +131,13 @@ def train(feats: Features, pair_ids: list[int], start: int, epochs: int, seed: i
                                                 pct_start=0.1)
     rnd = random.Random(seed)
     model.train()
+    t0, step = time.time(), 0
     for _ in range(epochs):
         rnd.shuffle(rows)
         for s in range(0, len(rows), batch):
+            step += 1
+            if step % 100 == 0:
+                print(f"  step {step}/{steps} at {time.time() - t0:.0f}s", flush=True)
             chunk = rows[s:s + batch]
             x, mask = feats.batch(chunk)
             logits = model.logits(model.run(x, mask, start), mask)
@@ -157,16 +178,18 @@ def rates(score: np.ndarray, same: np.ndarray, t: float) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cache.training.train", description=__doc__)
-    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--folds", type=int, default=3)
     ap.add_argument("--layers", type=int, default=2, help="top layers to fine-tune")
     ap.add_argument("--max-false", type=float, default=0.01)
     ap.add_argument("--out", default=str(WEIGHTS))
+    ap.add_argument("--features", help="keep the frozen layers' output in this file and "
+                    "reuse it when it matches the pairs (reruns skip the slowest step)")
     args = ap.parse_args(argv)
     t0 = time.time()
     pairs = training_pairs()
     start = LAYERS - args.layers
-    feats = Features(fresh_model().eval(), pairs, start)
+    feats = Features.cached(args.features, pairs, start)
     print(f"{len(pairs)} pairs, frozen features in {time.time() - t0:.0f}s", flush=True)
     same = np.array([p["same_answer"] for p in pairs])
     fow = np.array([p.get("source") == "fow" for p in pairs])
