@@ -1,5 +1,6 @@
 """The guard: exact checks reject by name what no wording can fix; the pair verifier reads
-the rest. Every table asserts the reason, so a guard that crashes (reason `guard_error`)
+the rest. (How often the verifier is right is measured on labelled pairs: test_eval.py and
+`headstart eval-cache`; here, what the guard does with its scores.) Every table asserts the reason, so a guard that crashes (reason `guard_error`)
 fails it instead of passing as a rejection."""
 
 import pytest
@@ -57,26 +58,17 @@ def test_the_verifier_rejects_near_misses(cached, new):
     assert verdict.score is not None and verdict.score < guard.threshold()
 
 
-@pytest.mark.parametrize(("cached", "new"), [
-    ("How do I update my billing address?", "How do I upate my billing adress?"),
-    ("How do I cancel my subscription?", "How can I cancel my subscription? Many thanks"),
-    ("What is the fastest way to learn typing?", "What's the quickest way to learn typing?"),
-])
-def test_the_verifier_serves_the_same_question_in_other_words(cached, new):
-    verdict = guard.check(cached, new)
-    assert (verdict.ok, verdict.reason) == (True, "verified")
-    assert verdict.score >= guard.threshold()
-
-
 def test_the_verdict_is_the_same_whichever_question_came_first():
     a, b = "How do I convert Celsius to Fahrenheit?", "How can I turn Celsius into Fahrenheit?"
     assert guard.check(a, b).score == guard.check(b, a).score
 
 
 def test_candidates_are_verified_in_one_batch_in_order():
-    verdicts = guard.check_many(["Track order 1", "How do I lock my card?", "track order 1"],
-                                "Track order 1")
-    assert [v.reason for v in verdicts] == ["same_text", "verifier", "same_text"]
+    verdicts = guard.check_many(["How do I lock my card?", "How do I lock card 2?",
+                                 "how do i lock my card", "Where can I lock my card?"],
+                                "How do I lock my card?", threshold=0.0)
+    assert [v.reason for v in verdicts] == ["same_text", "numbers", "same_text", "verified"]
+    assert verdicts[3].score is not None
 
 
 def test_a_threshold_override_moves_the_operating_point():
@@ -90,7 +82,8 @@ def test_without_a_model_only_exact_checks_and_same_text_pass():
     bare = Guard(model=None)
     assert bare.check("Track order 1", "track order 1").reason == "same_text"
     assert bare.check("Track order 1", "Track order 2").reason == "numbers"
-    assert bare.check("How do I lock my card?", "How can I lock my card?").reason == "no_verifier"
+    assert bare.check("How do I lock my card?", "Where can I lock my card?").reason == \
+        "no_verifier"
 
 
 def test_a_crash_is_a_rejection_named_guard_error():
@@ -100,7 +93,7 @@ def test_a_crash_is_a_rejection_named_guard_error():
         def score(self, pairs):
             raise RuntimeError("boom")
 
-    verdict = Guard(model=Broken()).check("How do I lock my card?", "How can I lock my card?")
+    verdict = Guard(model=Broken()).check("How do I lock my card?", "Where can I lock my card?")
     assert (verdict.ok, verdict.reason) == (False, "guard_error")
 
 
