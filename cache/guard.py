@@ -66,6 +66,13 @@ class Guard:
             return self._threshold
         return self.model.threshold if self.model is not None else 1.0
 
+    @staticmethod
+    def same_text(cached: str, new: str) -> bool:
+        """Whether the two read the same once normalised (every turn, in a context)."""
+        a, b = cached.split(TURN_SEP), new.split(TURN_SEP)
+        return len(a) == len(b) and all(read(x).tokens == read(y).tokens
+                                        for x, y in zip(a, b, strict=True))
+
     def check(self, cached: str, new: str, threshold: float | None = None) -> Verdict:
         return self.check_many([cached], new, threshold)[0]
 

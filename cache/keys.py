@@ -119,12 +119,26 @@ def max_tokens(req: CacheRequest) -> int | None:
 
 
 def answer_tokens(answer: dict[str, Any]) -> int:
-    """A stored answer's length in tokens: its usage, or its characters / CHARS_PER_TOKEN."""
+    """A stored answer's length in tokens: its usage, the count it was stored with (see
+    `counted`), or its characters / CHARS_PER_TOKEN."""
     usage = answer.get("usage") or {}
     if usage.get("completion_tokens"):
         return int(usage["completion_tokens"])
-    text = (answer.get("content") or "") + json.dumps(answer.get("tool_calls") or "")
+    if answer.get("tokens") is not None:
+        return int(answer["tokens"])
+    calls = answer.get("tool_calls")
+    text = (answer.get("content") or "") + (json.dumps(calls) if calls else "")
     return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def counted(answer: dict[str, Any], req: CacheRequest) -> dict[str, Any]:
+    """`answer` with a token count when its usage has none (a curated answer): its length
+    estimated, and no more than the limit it was stored under (whoever stored it with
+    `max_tokens` K said it answers requests allowed K)."""
+    limit = max_tokens(req)
+    if limit is None or (answer.get("usage") or {}).get("completion_tokens"):
+        return answer
+    return {**answer, "tokens": min(answer_tokens(answer), limit)}
 
 
 def answer_fits(answer: dict[str, Any], req: CacheRequest) -> bool:

@@ -16,7 +16,14 @@ import numpy as np
 
 from cache.exact import ExactCache
 from cache.guard import Guard
-from cache.keys import CacheRequest, answer_fits, exact_key, partition_key, query_text
+from cache.keys import (
+    CacheRequest,
+    answer_fits,
+    counted,
+    exact_key,
+    partition_key,
+    query_text,
+)
 from cache.semantic import SemanticCache, not_cacheable
 from cache.settings import CacheSettings
 from cache.skip import SkipGate
@@ -166,7 +173,8 @@ class ResponseCache:
         if not (exact_on or semantic_on):
             return False
         try:
-            entry = ExactCache.entry(req, answer, ttl_s or settings.exact_ttl_s, source)
+            entry = ExactCache.entry(req, counted(answer, req), ttl_s or settings.exact_ttl_s,
+                                     source)
             if not exact_on:
                 entry.exact_expires_at = None
             if semantic_on:

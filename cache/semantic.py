@@ -64,23 +64,26 @@ class SemanticCache:
     async def embed(self, text: str) -> np.ndarray:
         return (await self.embedder.embed([text]))[0]
 
-    def candidates(self, req: CacheRequest, settings: CacheSettings,
-                   vector: np.ndarray) -> list[Neighbour]:
+    def candidates(self, req: CacheRequest, settings: CacheSettings, vector: np.ndarray,
+                   text: str) -> list[Neighbour]:
         """Entries over the floor in the request's partition (and the route-wide one when
-        the request has a tenant), most similar first."""
+        the request has a tenant), most similar first; under the floor, only one that reads
+        the same once normalised ("um what is the capital of france": fillers, case and
+        punctuation cut MiniLM's cosine more than its meaning)."""
         parts = [partition_key(req, settings.context)]
         if req.tenant:
             parts.append(partition_key(req, settings.context, route_wide=True))
         found = [n for part in parts for n in self.index.search(part, vector, k=NEIGHBOURS)]
         found.sort(key=lambda n: -n.similarity)
-        return [n for n in found if n.similarity >= settings.floor][:NEIGHBOURS]
+        return [n for n in found if n.similarity >= settings.floor
+                or (settings.guard and Guard.same_text(n.entry.question, text))][:NEIGHBOURS]
 
     async def lookup(self, req: CacheRequest, settings: CacheSettings, *,
                      max_age_s: float | None = None) -> SemanticResult:
         vector = await self.embed(query_text(req) or "")
         result = SemanticResult(vector=vector)
-        cands = self.candidates(req, settings, vector)
         text = verify_text(req, settings.context) or ""
+        cands = self.candidates(req, settings, vector, text)
         # the nearest candidate first: a hit reads one pair; the rest only when it fails
         for batch in (cands[:1], cands[1:NEIGHBOURS]):
             if not batch:

@@ -113,7 +113,7 @@ def fresh_model() -> CrossEncoder:
 
 
 def train(feats: Features, pair_ids: list[int], start: int, epochs: int, seed: int,
-          batch: int = 32) -> CrossEncoder:
+          batch: int = 32, lr: float = 6e-5) -> CrossEncoder:
     """A model whose layers from `start` up and head were trained on `pair_ids`."""
     model = fresh_model()
     tuned = [p for layer in model.layers[start:] for p in layer.parameters()]
@@ -121,13 +121,13 @@ def train(feats: Features, pair_ids: list[int], start: int, epochs: int, seed: i
         p.requires_grad_(False)
     for p in tuned + list(model.head.parameters()):
         p.requires_grad_(True)
-    opt = torch.optim.AdamW([{"params": tuned, "lr": 6e-5},
-                             {"params": model.head.parameters(), "lr": 1e-3}], weight_decay=0.01)
+    opt = torch.optim.AdamW([{"params": tuned, "lr": lr},
+                             {"params": model.head.parameters(), "lr": lr * 16}], weight_decay=0.01)
     rows = [r for i in pair_ids for r in (2 * i, 2 * i + 1)]
     labels = feats.labels[rows]
     pos_weight = (labels == 0).sum() / labels.sum().clamp(min=1)
     steps = epochs * ((len(rows) + batch - 1) // batch)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[6e-5, 1e-3], total_steps=steps,
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[lr, lr * 16], total_steps=steps,
                                                 pct_start=0.1)
     rnd = random.Random(seed)
     model.train()
@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--folds", type=int, default=3)
     ap.add_argument("--layers", type=int, default=2, help="top layers to fine-tune")
     ap.add_argument("--max-false", type=float, default=0.01)
+    ap.add_argument("--lr", type=float, default=6e-5, help="the tuned layers' peak rate "
+                    "(the head's is 16 times it)")
     ap.add_argument("--out", default=str(WEIGHTS))
     ap.add_argument("--features", help="keep the frozen layers' output in this file and "
                     "reuse it when it matches the pairs (reruns skip the slowest step)")
@@ -196,16 +198,19 @@ def main(argv: list[str] | None = None) -> int:
     fold = np.array([fold_of(p["group"], args.folds) for p in pairs])
     oof = np.zeros(len(pairs))
     for f in range(args.folds):
-        model = train(feats, list(np.flatnonzero(fold != f)), start, args.epochs, seed=f)
+        model = train(feats, list(np.flatnonzero(fold != f)), start, args.epochs, seed=f,
+                      lr=args.lr)
         oof[fold == f] = scores(model, feats, list(np.flatnonzero(fold == f)), start)
         print(f"fold {f} done at {time.time() - t0:.0f}s", flush=True)
     t = max(threshold_at(oof, same, args.max_false), threshold_at(oof[fow], same[fow], args.max_false))
     points = {f"false<={q:.1%}": max(threshold_at(oof, same, q), threshold_at(oof[fow], same[fow], q))
               for q in POINTS}
     report = {"threshold": round(t, 4), "pairs": len(pairs), "epochs": args.epochs,
+              "lr": args.lr,
               "folds": [rates(oof[fold == f], same[fold == f], t) for f in range(args.folds)],
               "cv_all": rates(oof, same, t), "cv_fow_train": rates(oof[fow], same[fow], t)}
-    final = train(feats, list(range(len(pairs))), start, args.epochs, seed=args.folds)
+    final = train(feats, list(range(len(pairs))), start, args.epochs, seed=args.folds,
+                  lr=args.lr)
     weights = {f"layers.{i}.{k}": v.contiguous() for i in range(start, LAYERS)
                for k, v in final.layers[i].state_dict().items()}
     weights.update({f"head.{k}": v.contiguous() for k, v in final.head.state_dict().items()})

@@ -8,6 +8,7 @@ from cache.keys import (
     answer_fits,
     answer_tokens,
     context_hash,
+    counted,
     exact_key,
     partition_key,
     query_text,
@@ -120,6 +121,9 @@ def test_the_length_limit_does_not_split_the_exact_key_but_must_fit_the_answer()
     assert answer_fits(answer, req(params={}))
     assert not answer_fits(answer, req(params={"max_tokens": 2}))
     assert answer_tokens({"content": "x" * 41}) == 11  # no count (curated): 4 chars a token
+    stored_with_a_limit = counted({"content": "x" * 41}, req(params={"max_tokens": 4}))
+    assert answer_tokens(stored_with_a_limit) == 4  # the curator said it fits 4
+    assert answer_tokens(counted({"content": "x" * 41}, req())) == 11
 
 
 def test_route_wide_entries_have_one_scope_for_every_tenant():
