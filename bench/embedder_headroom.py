@@ -1,13 +1,12 @@
-"""Could another sentence encoder serve the paraphrases the semantic cache turns away?
+"""Could another sentence encoder bring the verifier paraphrases the cosine floor drops?
 
-The guard (cache/guard.py) rejects a pair either on something that flips an answer
-(negation, numbers, entities, antonyms, dates, roles) or because the cosine of a rewording
-is under the bar. Only the second kind is a question for the embedder. This takes the pairs
-the guard would pass at cosine 1.0 ("only the cosine stands in the way"), and among them
-compares the same-answer pairs the cache misses today with the traps: a better encoder
-would score the missed paraphrases above every such trap. `servable` counts the missed
-paraphrases above the highest trap cosine, the most any cosine bar could add with zero
-false hits, per split and per encoder.
+A candidate reaches the pair verifier (cache/guard.py) only when its cosine reaches the
+route's floor and it passes the exact checks (cache/checks.py: numbers, units, dates,
+identifiers, negation). Only the floor is a question for the embedder. This takes the pairs
+that pass the exact checks, and among them compares the same-answer pairs under the floor
+today with the traps: a better encoder would score the missed paraphrases above every such
+trap. `servable` counts the missed paraphrases above the highest trap cosine, the most any
+floor could add without letting the verifier see a trap more, per split and per encoder.
 
     python -m bench.embedder_headroom --model PATH [--model PATH ...] [--pairs FILE]
 
@@ -26,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from cache.checks import clash
 from cache.eval import default_pairs, is_held_out, load_pairs
-from cache.guard import Guard, GuardConfig
 from cache.settings import CacheSettings
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -43,17 +42,17 @@ class Headroom:
     servable: int  # missed pairs above it
 
 
-def open_pairs(pairs: list[dict[str, Any]], guard: Guard, bar: float,
+def open_pairs(pairs: list[dict[str, Any]], floor: float,
                cosine: dict[tuple[str, str], float]) -> tuple[list[dict], list[dict]]:
-    """(missed, traps): question pairs that pass every check of the guard but the cosine;
-    `missed` are same-answer pairs the guard rejects at their MiniLM `cosine` today."""
+    """(missed, traps): question pairs that pass every exact check; `missed` are the
+    same-answer ones whose MiniLM `cosine` is under the floor today."""
     missed, traps = [], []
     for p in pairs:
-        if not isinstance(p["a"], str) or not guard.check(p["a"], p["b"], 1.0, bar).ok:
+        if not isinstance(p["a"], str) or clash(p["a"], p["b"]) is not None:
             continue
         if not p["same_answer"]:
             traps.append(p)
-        elif not guard.check(p["a"], p["b"], cosine[p["a"], p["b"]], bar).ok:
+        elif cosine[p["a"], p["b"]] < floor:
             missed.append(p)
     return missed, traps
 
@@ -84,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", action="append", default=[],
                     help="a sentence-transformers model folder (repeatable)")
     ap.add_argument("--pairs", help="labelled pairs (fow-cache JSONL); default: fow-cache's")
-    ap.add_argument("--threshold", type=float, default=CacheSettings(route="eval").threshold,
-                    help="the route's similarity bar (default: the cache's default)")
+    ap.add_argument("--threshold", type=float, default=CacheSettings(route="eval").floor,
+                    help="the route's cosine floor (default: the cache's default)")
     args = ap.parse_args(argv)
     from cache.embedder import Embedder
 
@@ -94,11 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     encoders = {"all-MiniLM-L6-v2": minilm}
     for path in args.model:
         encoders[Path(path).name] = pair_cosines(pairs, _sentence_transformer(path))
-    guard = Guard(GuardConfig(verify=False))
     rows = []
     for split in ("train", "held_out"):
         part = [p for p in pairs if is_held_out(str(p["id"])) == (split == "held_out")]
-        missed, traps = open_pairs(part, guard, args.threshold, minilm)
+        missed, traps = open_pairs(part, args.threshold, minilm)
         rows += [headroom(name, split, missed, traps, cos) for name, cos in encoders.items()]
     print(f"{'encoder':<24}{'split':<10}{'missed':>7}{'traps':>7}{'top trap':>10}{'servable':>10}")
     for r in rows:

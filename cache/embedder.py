@@ -24,13 +24,15 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 log = logging.getLogger("headstart.cache")
+T = TypeVar("T")
 DIM = 384
 MODEL_NAME = "all-MiniLM-L6-v2"
 CACHE_SIZE = 8192  # recent texts whose vectors are kept (1.5 KiB each)
@@ -100,22 +102,17 @@ class Embedder:
             self._remember(missing, vecs)
         return np.stack([found[t] for t in texts]).astype(np.float32, copy=False)
 
-    def tokens_sync(self, text: str) -> tuple[np.ndarray, list[str]]:
-        """The contextual vector of each word piece of `text` (L2-normalised rows, no
-        [CLS]/[SEP]) and the pieces themselves: what the learned verifier aligns."""
-        with self._encode_lock:
-            return self._loaded_encoder().pieces(text)
-
     def _loaded_encoder(self) -> _Encoder:
         """The encoder, built on first use (call with `_encode_lock` held)."""
         if self._encoder is None:
             self._encoder = _Encoder(self.model)
         return self._encoder
 
-    async def tokens(self, text: str) -> tuple[np.ndarray, list[str]]:
-        """`tokens_sync` on the embedder's worker thread."""
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the embedder's worker thread: other model calls (the pair
+        verifier) take turns with encodes there instead of running beside them."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._worker(), self.tokens_sync, text)
+        return await loop.run_in_executor(self._worker(), fn, *args)
 
     def _recall(self, texts: list[str]) -> dict[str, np.ndarray]:
         with self._recent_lock:
@@ -249,16 +246,6 @@ class _Encoder:
             pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
         return np.ascontiguousarray(pooled.float().numpy(), dtype=np.float32)
 
-
-    def pieces(self, text: str) -> tuple[np.ndarray, list[str]]:
-        import torch
-
-        ids, mask, types = self._batch([text])
-        with torch.inference_mode():
-            hidden = (self.forward or self.eager)(ids, mask, types)[0, 1:-1]
-            hidden = torch.nn.functional.normalize(hidden.float(), p=2, dim=1)
-        names = self.tokenizer.convert_ids_to_tokens(ids[0].tolist())[1:-1]
-        return np.ascontiguousarray(hidden.numpy(), dtype=np.float32), names
 
 
 def _frozen(module: Any, example: tuple) -> Any:

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from cache import pair_model
+from cache.guard import Guard
 from cache.keys import CacheRequest, query_text
 from cache.response_cache import ResponseCache
 from cache.settings import CacheSettings
@@ -33,6 +35,16 @@ HELD_OUT_TENTHS = 3
 def is_held_out(pair_id: str) -> bool:
     """The fixed held-out split: 30% of ids by sha1, never used for tuning."""
     return int(hashlib.sha1(pair_id.encode()).hexdigest(), 16) % 10 < HELD_OUT_TENTHS
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval (95%) of a rate of k in n, as (low, high)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return (round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4))
 
 
 def default_pairs() -> Path:
@@ -65,6 +77,7 @@ class EvalReport:
     traps: int = 0
     by_category: dict[str, dict[str, Any]] = field(default_factory=dict)
     false_hit_ids: list[str] = field(default_factory=list)
+    operating_points: list[dict[str, Any]] = field(default_factory=list)  # see `points`
 
     @property
     def true_hit_rate(self) -> float:
@@ -76,7 +89,10 @@ class EvalReport:
 
     def summary(self) -> dict[str, Any]:
         return {"pairs": self.pairs, "true_hit_rate": round(self.true_hit_rate, 4),
-                "false_hit_rate": round(self.false_hit_rate, 4), "by_category": self.by_category}
+                "false_hit_rate": round(self.false_hit_rate, 4),
+                "true_hit_ci": wilson(self.true_hits, self.should_hit),
+                "false_hit_ci": wilson(self.false_hits, self.traps),
+                "by_category": self.by_category, "operating_points": self.operating_points}
 
 
 class _TableEmbedder:
@@ -92,8 +108,6 @@ class _TableEmbedder:
                 self.table[t] = v
         return np.stack([self.table[t] for t in texts])
 
-    async def tokens(self, text: str):
-        return await self.real.tokens(text)
 
 
 def _request(side: str | list[dict[str, Any]], settings: CacheSettings) -> CacheRequest:
@@ -106,9 +120,11 @@ def _category(pair: dict[str, Any]) -> str:
     return str(pair.get("category") or pair.get("subtype") or "uncategorised")
 
 
-async def evaluate(pairs: list[dict[str, Any]], settings: CacheSettings,
-                   embedder=None) -> EvalReport:
-    """Run every pair through a fresh in-memory cache configured by `settings`."""
+async def evaluate(pairs: list[dict[str, Any]], settings: CacheSettings, embedder=None,
+                   points: dict[str, float] | None = None) -> EvalReport:
+    """Run every pair through a fresh in-memory cache configured by `settings`. `points`
+    (name -> verifier threshold): also report the rates each would give (one run: each
+    pair is looked up at threshold 0 once to read its score)."""
     if embedder is None:
         from cache.embedder import Embedder
 
@@ -120,10 +136,18 @@ async def evaluate(pairs: list[dict[str, Any]], settings: CacheSettings,
     report = EvalReport()
     groups: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     same: dict[str, bool] = {}
+    scores: list[float | None] = []  # per pair: the score it was served at (threshold 0)
+    probe = replace(settings, verifier_threshold=0.0, adaptive_skip=False)
+    settings = replace(settings, adaptive_skip=False)
     for pair in pairs:
         cache = ResponseCache(MemoryStore(), embedder=table)
         await cache.store(_request(pair["a"], settings), {"content": "cached"}, settings)
-        served = (await cache.lookup(_request(pair["b"], settings), settings)).status == "semantic"
+        found = await cache.lookup(_request(pair["b"], settings), settings)
+        served = found.status == "semantic"
+        if points:
+            seen = await cache.lookup(_request(pair["b"], probe), probe)
+            scores.append(None if seen.status != "semantic" else
+                          1.0 if seen.score is None else seen.score)
         cat = _category(pair)
         groups[cat][0] += served
         groups[cat][1] += 1
@@ -137,11 +161,40 @@ async def evaluate(pairs: list[dict[str, Any]], settings: CacheSettings,
             report.false_hits += served
             if served:
                 report.false_hit_ids.append(str(pair["id"]))
+    if points:
+        report.operating_points = [
+            _point(name, t, scores, pairs) for name, t in
+            sorted({**points, "route": _route_threshold(settings)}.items(), key=lambda x: x[1])]
     report.by_category = {
         cat: {"pairs": n, "served": k, "served_rate": round(k / n, 4), "same_answer": same[cat]}
         for cat, (k, n) in sorted(groups.items())
     }
     return report
+
+
+def _route_threshold(settings: CacheSettings) -> float:
+    return Guard().threshold(settings.verifier_threshold)
+
+
+def default_points() -> dict[str, float]:
+    """The shipped verifier's cross-validated operating points (name -> threshold)."""
+    model = pair_model.shared()
+    return dict(model.config.operating_points) if model is not None else {}
+
+
+def _point(name: str, threshold: float, scores: list[float | None],
+           pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """True- and false-hit rates (with Wilson intervals) at one verifier threshold."""
+    served = [s is not None and s >= threshold for s in scores]
+    same = [bool(p["same_answer"]) for p in pairs]
+    th = sum(a and b for a, b in zip(served, same, strict=True))
+    fh = sum(a and not b for a, b in zip(served, same, strict=True))
+    n_same, n_traps = sum(same), len(same) - sum(same)
+    return {"name": name, "threshold": round(threshold, 4),
+            "true_hit_rate": round(th / n_same, 4) if n_same else 0.0,
+            "true_hit_ci": wilson(th, n_same),
+            "false_hit_rate": round(fh / n_traps, 4) if n_traps else 0.0,
+            "false_hit_ci": wilson(fh, n_traps)}
 
 
 def format_table(report: EvalReport, title: str = "") -> str:
@@ -151,7 +204,15 @@ def format_table(report: EvalReport, title: str = "") -> str:
         kind = "should hit" if row["same_answer"] else "trap (false hit if served)"
         lines.append(f"{cat:<28}{row['pairs']:>7}{row['served']:>8}"
                      f"{row['served_rate']:>8.1%}  {kind}")
+    lo, hi = wilson(report.true_hits, report.should_hit)
+    flo, fhi = wilson(report.false_hits, report.traps)
     lines.append(f"true-hit rate  {report.true_hit_rate:.1%} ({report.true_hits}/"
-                 f"{report.should_hit})   false-hit rate  {report.false_hit_rate:.1%} "
-                 f"({report.false_hits}/{report.traps})")
+                 f"{report.should_hit}, 95% CI {lo:.1%}-{hi:.1%})   false-hit rate  "
+                 f"{report.false_hit_rate:.1%} ({report.false_hits}/{report.traps}, "
+                 f"95% CI {flo:.1%}-{fhi:.1%})")
+    if report.operating_points:
+        lines.append(f"{'operating point':<20}{'threshold':>10}{'true hits':>11}{'false hits':>12}")
+        for p in report.operating_points:
+            lines.append(f"{p['name']:<20}{p['threshold']:>10.4f}{p['true_hit_rate']:>11.1%}"
+                         f"{p['false_hit_rate']:>12.1%}")
     return "\n".join(lines)

@@ -25,7 +25,6 @@ class IndexedEntry:
     partition: str
     question: str
     expires_at: float
-    threshold: float | None = None  # per-entry bar, raised when a close neighbour differs
 
 
 @dataclass

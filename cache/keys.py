@@ -16,19 +16,23 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-ContextMode = Literal["full", "system", "none"]
+ContextMode = Literal["full", "system", "none", "semantic"]
 
 # Fields that never change the answer (transport, accounting, our own extensions).
 NON_ANSWER_FIELDS = frozenset({
     "stream", "stream_options", "user", "session_id", "cache", "metadata", "store",
     "service_tier", "messages", "prompt", "model",
 })
-# Sampling knobs: the semantic cache serves only near-greedy requests (temperature at or
-# under the route's limit) and only complete answers, so these do not split its partitions.
+# Sampling knobs: the semantic cache serves only requests at or under the route's
+# temperature limit and only complete answers, so these do not split its partitions.
 SAMPLING_FIELDS = frozenset({
     "temperature", "top_p", "top_k", "seed", "max_tokens", "max_completion_tokens",
     "presence_penalty", "frequency_penalty", "n",
 })
+# Length limits: a complete answer (finish_reason stop) of K tokens answers any request
+# allowed K or more, so neither cache keys on them (`answer_fits` checks K at lookup).
+LIMIT_FIELDS = frozenset({"max_tokens", "max_completion_tokens"})
+CHARS_PER_TOKEN = 4  # a stored answer without a token count (curated) is counted this way
 # Values equal to the API's defaults are dropped, so sending a default changes nothing.
 DEFAULT_VALUES = {"n": 1, "echo": False, "logprobs": False}
 # Temperature at or under which sampling is treated as deterministic enough to cache.
@@ -101,19 +105,57 @@ def canonical_message(message: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in message.items() if v is not None}
 
 
-def scope(req: CacheRequest) -> list[str]:
-    """Who may share an entry: tenant, namespace, route, model, request kind."""
-    return [req.tenant or "", req.namespace or "", req.route, req.model, req.kind]
+def scope(req: CacheRequest, route_wide: bool = False) -> list[str]:
+    """Who may share an entry: tenant, namespace, route, model, request kind. `route_wide`:
+    the scope of entries stored without a tenant (curated), which serve every tenant."""
+    tenant = "" if route_wide else req.tenant or ""
+    return [tenant, req.namespace or "", req.route, req.model, req.kind]
 
 
-def exact_key(req: CacheRequest) -> str:
-    """sha256 of the canonical request: every message, every answer-changing field, scope."""
+def max_tokens(req: CacheRequest) -> int | None:
+    """The request's completion-length limit, in either spelling."""
+    limit = req.params.get("max_completion_tokens", req.params.get("max_tokens"))
+    return None if limit is None else int(limit)
+
+
+def answer_tokens(answer: dict[str, Any]) -> int:
+    """A stored answer's length in tokens: its usage, the count it was stored with (see
+    `counted`), or its characters / CHARS_PER_TOKEN."""
+    usage = answer.get("usage") or {}
+    if usage.get("completion_tokens"):
+        return int(usage["completion_tokens"])
+    if answer.get("tokens") is not None:
+        return int(answer["tokens"])
+    calls = answer.get("tool_calls")
+    text = (answer.get("content") or "") + (json.dumps(calls) if calls else "")
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def counted(answer: dict[str, Any], req: CacheRequest) -> dict[str, Any]:
+    """`answer` with a token count when its usage has none (a curated answer): its length
+    estimated, and no more than the limit it was stored under (whoever stored it with
+    `max_tokens` K said it answers requests allowed K)."""
+    limit = max_tokens(req)
+    if limit is None or (answer.get("usage") or {}).get("completion_tokens"):
+        return answer
+    return {**answer, "tokens": min(answer_tokens(answer), limit)}
+
+
+def answer_fits(answer: dict[str, Any], req: CacheRequest) -> bool:
+    """Whether a stored answer answers `req` whole: no limit, or one it fits in."""
+    limit = max_tokens(req)
+    return limit is None or answer_tokens(answer) <= limit
+
+
+def exact_key(req: CacheRequest, route_wide: bool = False) -> str:
+    """sha256 of the canonical request: every message, every answer-changing field but the
+    length limit (see LIMIT_FIELDS), scope."""
     body = {
         "messages": [canonical_message(m) for m in req.messages],
         "prompt": req.prompt,
-        "params": answer_params(req),
+        "params": {k: v for k, v in answer_params(req).items() if k not in LIMIT_FIELDS},
     }
-    return _digest("exact", *scope(req), canonical_json(body))
+    return _digest("exact", *scope(req, route_wide), canonical_json(body))
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -165,11 +207,32 @@ def query_text(req: CacheRequest) -> str | None:
     return None if turn is None else split_turn(turn)[1]
 
 
+TURN_SEP = "\n\u241e\n"  # between turns in a `semantic` context's verify text
+
+
+def verify_text(req: CacheRequest, mode: ContextMode = "full") -> str | None:
+    """What the guard compares: the question; in `semantic` context mode, the question then
+    every earlier turn but system prompts, newest first, joined by TURN_SEP: the guard reads
+    them turn by turn (their meaning must match, not their bytes)."""
+    question = query_text(req)
+    if mode != "semantic" or question is None:
+        return question
+    i = last_user_index(req.messages)
+    earlier = [message_text(m) for m in req.messages[:i or 0]
+               if m.get("role") not in ("system", "developer")]
+    return TURN_SEP.join([question, *reversed(earlier)])
+
+
 def context_hash(req: CacheRequest, mode: ContextMode = "full") -> str:
-    """Hash of what precedes the last user turn: all of it, only system prompts, or nothing."""
+    """Hash of what precedes the last user turn: all of it, only system prompts (also in
+    `semantic` mode, plus the roles of the turns before), or nothing."""
     i = last_user_index(req.messages)
     before = req.messages[:i] if i is not None else list(req.messages)
-    if mode == "system":
+    if mode == "semantic":
+        roles = [m.get("role") for m in before if m.get("role") not in ("system", "developer")]
+        before = [m for m in before if m.get("role") in ("system", "developer")]
+        before.append({"role": "turns", "content": ",".join(map(str, roles))})
+    elif mode == "system":
         before = [m for m in before if m.get("role") in ("system", "developer")]
     elif mode == "none":
         before = []
@@ -178,9 +241,9 @@ def context_hash(req: CacheRequest, mode: ContextMode = "full") -> str:
     return _digest("context", canonical_json([canonical_message(m) for m in before]), document)
 
 
-def partition_key(req: CacheRequest, mode: ContextMode = "full") -> str:
+def partition_key(req: CacheRequest, mode: ContextMode = "full", route_wide: bool = False) -> str:
     """The semantic partition: scope + the params that shape an answer (tools, format, stop)
     + the context hash."""
     shaping = {k: v for k, v in answer_params(req).items() if k not in SAMPLING_FIELDS}
-    return _digest("partition", *scope(req), canonical_json(shaping),
+    return _digest("partition", *scope(req, route_wide), canonical_json(shaping),
                    context_hash(req, mode))[:32]

@@ -7,6 +7,7 @@ request goes on as a miss (lookups) or unstored (stores).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -15,9 +16,17 @@ import numpy as np
 
 from cache.exact import ExactCache
 from cache.guard import Guard
-from cache.keys import CacheRequest, exact_key, query_text
+from cache.keys import (
+    CacheRequest,
+    answer_fits,
+    counted,
+    exact_key,
+    partition_key,
+    query_text,
+)
 from cache.semantic import SemanticCache, not_cacheable
 from cache.settings import CacheSettings
+from cache.skip import SkipGate
 from cache.stats import CacheStats
 from cache.stores import open_store
 from cache.stores.base import CacheStore, IndexEvent, StoreUnavailable
@@ -35,6 +44,9 @@ class Lookup:
     key: str | None = None
     vector: np.ndarray | None = None  # the query embedding, if one was computed
     error: bool = False  # the store failed; served as a miss
+    score: float | None = None  # the verifier's score of a semantic hit
+    skipped: str | None = None  # why a lookup was skipped: the whole of it (status bypass)
+    # or, on a miss, the semantic one ("semantic:temperature", "semantic:idle", ...)
 
 
 class ResponseCache:
@@ -47,6 +59,8 @@ class ResponseCache:
         self.exact = ExactCache(store)
         self.semantic = SemanticCache(store, embedder, guard)
         self.stats = CacheStats()
+        self.skip = SkipGate()
+        self._pending: dict[str, set[asyncio.Task]] = {}  # store_soon tasks by key, partition
 
     @classmethod
     async def open(cls, redis_url: str | None = None, *, embedder=None,
@@ -66,26 +80,37 @@ class ResponseCache:
         """Exact, then semantic (when the request is cacheable); never raises."""
         if not settings.enabled:
             self.stats.record(settings.route, "bypasses")
-            return Lookup("bypass")
+            return Lookup("bypass", skipped="disabled")
         key = exact_key(req)
         result = Lookup("miss", key=key)
         try:
+            if self._pending:
+                await self._settled(key, partition_key(req, settings.context))
             if settings.exact_enabled:
-                entry = await self.exact.lookup(req, max_age_s=max_age_s, key=key)
+                entry = await self._exact(req, key, max_age_s)
                 if entry is not None:
                     self.stats.record(settings.route, "exact_hits")
                     return Lookup("exact", entry.answer, None, key)
-            if not_cacheable(req, settings) is None:
+            why = not_cacheable(req, settings)
+            if why is None and settings.adaptive_skip and not self.skip.should_look(settings.route):
+                why = "idle"
+            if why is None:
                 sem = await self.semantic.lookup(req, settings, max_age_s=max_age_s)
                 result.vector = sem.vector
+                self.skip.record(settings.route, sem.entry is not None)
                 if sem.rejections:
                     self.stats.record(settings.route, "guard_rejections", sem.rejections)
                 if sem.entry is not None:
                     self.stats.record(settings.route, "semantic_hits")
-                    return Lookup("semantic", sem.entry.answer, sem.similarity, key, sem.vector)
+                    return Lookup("semantic", sem.entry.answer, sem.similarity, key, sem.vector,
+                                  score=sem.verdict.score if sem.verdict else None)
             elif not settings.exact_enabled:
                 self.stats.record(settings.route, "bypasses")
-                return Lookup("bypass", key=key)
+                return Lookup("bypass", key=key, skipped=why.replace("_", "-"))
+            elif settings.semantic_enabled:
+                result.skipped = "semantic:" + why.replace("_", "-")
+                if why == "idle":
+                    self.stats.record(settings.route, "semantic_skips")
         except StoreUnavailable:
             self.stats.record(settings.route, "store_errors")
             result.error = True
@@ -96,6 +121,46 @@ class ResponseCache:
         self.stats.record(settings.route, "misses")
         return result
 
+    async def _exact(self, req: CacheRequest, key: str, max_age_s: float | None):
+        """The exact entry for `req` (its tenant's, else a route-wide curated one) whose
+        answer fits the request's length limit."""
+        entry = await self.exact.lookup(req, max_age_s=max_age_s, key=key)
+        if entry is None and req.tenant:
+            entry = await self.exact.lookup(req, max_age_s=max_age_s,
+                                            key=exact_key(req, route_wide=True))
+        return entry if entry is not None and answer_fits(entry.answer, req) else None
+
+    def store_soon(self, req: CacheRequest, answer: dict[str, Any], settings: CacheSettings,
+                   *, vector: np.ndarray | None = None) -> asyncio.Task:
+        """`store` as a task of its own, so the answer is written before it runs. Until it
+        is done, a lookup of the same exact key or semantic partition waits for it
+        (`_settled`), so a repeat sent right after its answer still finds it."""
+        marks = [exact_key(req), partition_key(req, settings.context)]
+        task = asyncio.get_running_loop().create_task(
+            self.store(req, answer, settings, vector=vector))
+        for mark in marks:
+            self._pending.setdefault(mark, set()).add(task)
+
+        def done(t: asyncio.Task) -> None:
+            for mark in marks:
+                tasks = self._pending.get(mark)
+                if tasks is not None:
+                    tasks.discard(t)
+                    if not tasks:
+                        del self._pending[mark]
+        task.add_done_callback(done)
+        return task
+
+    async def _settled(self, *marks: str) -> None:
+        """Wait for pending stores under any of `marks` (exact keys, partitions)."""
+        tasks = {t for m in marks for t in self._pending.get(m, ())}
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def flush(self) -> None:
+        """Wait for every pending store."""
+        await self._settled(*list(self._pending))
+
     async def store(self, req: CacheRequest, answer: dict[str, Any], settings: CacheSettings,
                     *, vector: np.ndarray | None = None, ttl_s: float | None = None,
                     source: str = "upstream", force: bool = False) -> bool:
@@ -103,10 +168,13 @@ class ResponseCache:
         `force` stores in both caches whatever the route enables (curated admin entries)."""
         exact_on = settings.exact_enabled or force
         semantic_on = bool(query_text(req)) if force else not_cacheable(req, settings) is None
+        if semantic_on and not force and vector is None and self.skip.skipping(settings.route):
+            semantic_on = False  # an idle route: no embedding for a store (cache/skip.py)
         if not (exact_on or semantic_on):
             return False
         try:
-            entry = ExactCache.entry(req, answer, ttl_s or settings.exact_ttl_s, source)
+            entry = ExactCache.entry(req, counted(answer, req), ttl_s or settings.exact_ttl_s,
+                                     source)
             if not exact_on:
                 entry.exact_expires_at = None
             if semantic_on:
@@ -147,6 +215,7 @@ class ResponseCache:
         return counts
 
     async def close(self) -> None:
+        await self.flush()
         await self.semantic.close()
         await self.backend.close()
 

@@ -1,10 +1,12 @@
 """The semantic cache: the last user turn's embedding, searched within its partition.
 
 The partition (scope + answer-changing params + a hash of the context before the last user
-turn) must match exactly, so two conversations never share an entry. Candidates pass the
-guard before they are served. Per-entry adaptive thresholds: when an entry lands next to a
-close neighbour that is a different question, both entries raise their own bar to just above
-that similarity, so a lookup between them cannot be served by cosine alone.
+turn) must match exactly, so two conversations never share an entry; in `semantic` context
+mode only the system prompt and the number of earlier user turns must match exactly, and
+the guard reads the earlier user turns with the question (`keys.verify_text`). A request
+with a tenant also searches the route-wide partition, where entries stored without a tenant
+(curated answers) live. Candidates over the route's cosine floor go to the guard (exact
+checks, then the pair verifier) in one batch, most similar first.
 
 With a shared store (Redis) every replica keeps its local index in step with the store by
 polling its change feed; a feed gap (Redis restarted, replica disconnected) reloads all.
@@ -19,23 +21,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cache.guard import Guard, Verdict, swapped_words, synonym_pairs, to_verify
-from cache.index import IndexedEntry, VectorIndex
-from cache.keys import CacheRequest, partition_key, query_text
+from cache.guard import Guard, Verdict
+from cache.index import IndexedEntry, Neighbour, VectorIndex
+from cache.keys import CacheRequest, answer_fits, partition_key, query_text, verify_text
 from cache.settings import CacheSettings
 from cache.stores.base import CacheEntry, CacheStore, IndexEvent, StoreUnavailable
 
 log = logging.getLogger("headstart.cache")
-NEIGHBOURS = 4
-ADAPTIVE_MARGIN = 0.01
+NEIGHBOURS = 3  # candidates read by the verifier at most
 
 
 @dataclass
 class SemanticResult:
     entry: CacheEntry | None = None
     similarity: float | None = None
-    rejections: int = 0  # candidates over the threshold that the guard turned down
+    rejections: int = 0  # candidates over the floor that the guard turned down
     vector: np.ndarray | None = None  # the query's embedding, reused when storing
+    verdict: Verdict | None = None  # the served candidate's
 
 
 def not_cacheable(req: CacheRequest, settings: CacheSettings) -> str | None:
@@ -62,64 +64,70 @@ class SemanticCache:
     async def embed(self, text: str) -> np.ndarray:
         return (await self.embedder.embed([text]))[0]
 
+    def candidates(self, req: CacheRequest, settings: CacheSettings, vector: np.ndarray,
+                   text: str) -> list[Neighbour]:
+        """Entries over the floor in the request's partition (and the route-wide one when
+        the request has a tenant), most similar first; under the floor, only one that reads
+        the same once normalised ("um what is the capital of france": fillers, case and
+        punctuation cut MiniLM's cosine more than its meaning)."""
+        parts = [partition_key(req, settings.context)]
+        if req.tenant:
+            parts.append(partition_key(req, settings.context, route_wide=True))
+        found = [n for part in parts for n in self.index.search(part, vector, k=NEIGHBOURS)]
+        found.sort(key=lambda n: -n.similarity)
+        return [n for n in found if n.similarity >= settings.floor
+                or (settings.guard and Guard.same_text(n.entry.question, text))][:NEIGHBOURS]
+
     async def lookup(self, req: CacheRequest, settings: CacheSettings, *,
                      max_age_s: float | None = None) -> SemanticResult:
-        text = query_text(req) or ""
-        vector = await self.embed(text)
+        vector = await self.embed(query_text(req) or "")
         result = SemanticResult(vector=vector)
-        partition = partition_key(req, settings.context)
-        floor = min(settings.threshold, self.guard.config.lexical_floor) if settings.guard \
-            else settings.threshold
-        for cand in self.index.search(partition, vector, k=NEIGHBOURS):
-            if cand.similarity < floor:
+        text = verify_text(req, settings.context) or ""
+        cands = self.candidates(req, settings, vector, text)
+        # the nearest candidate first: a hit reads one pair; the rest only when it fails
+        for batch in (cands[:1], cands[1:NEIGHBOURS]):
+            if not batch:
                 break
-            own = cand.entry.threshold if settings.adaptive else None
-            bar = max(settings.threshold, own or 0.0)
             if settings.guard:
-                ok = (await self.verify(cand.entry.question, text, cand.similarity, bar,
-                                        learned=settings.verifier)).ok
+                verdicts = await self._verify([c.entry.question for c in batch], text,
+                                              settings.verifier_threshold)
             else:
-                ok = cand.similarity >= bar
-            if not ok:
-                result.rejections += cand.similarity >= settings.threshold
-                continue
-            entry = await self.store.get(cand.entry.key)
-            now = time.time()
-            if entry is None or not entry.semantic_expires_at or entry.semantic_expires_at <= now:
-                self.index.remove(cand.entry.key)
-                continue
-            if max_age_s is not None and now - entry.created_at > max_age_s:
-                continue
-            result.entry, result.similarity = entry, cand.similarity
-            return result
+                verdicts = [Verdict(True, "verified") for _ in batch]
+            for cand, verdict in zip(batch, verdicts, strict=True):
+                if not verdict.ok:
+                    result.rejections += 1
+                    continue
+                entry = await self._usable(cand, req, max_age_s)
+                if entry is not None:
+                    result.entry, result.similarity, result.verdict = \
+                        entry, cand.similarity, verdict
+                    return result
         return result
 
-    async def verify(self, cached: str, new: str, similarity: float, bar: float,
-                     learned: bool = False) -> Verdict:
-        """The guard's verdict; when the two differ by a word or two swapped for others, the
-        words' own embeddings decide which are synonyms (one small extra embedding call);
-        with `learned`, a rewording the word rules cannot match goes to the learned verifier,
-        which reads both questions' word pieces in context (cache/verifier.py)."""
-        verdict = self.guard.check(cached, new, similarity, bar)
-        if (swap := swapped_words(verdict)) is not None:
-            a, b = swap
-            vecs = await self.embedder.embed(a + b)
-            same = synonym_pairs(a, b, vecs[:len(a)] @ vecs[len(a):].T,
-                                 self.guard.config.synonym_cosine)
-            if same:
-                verdict = self.guard.check(cached, new, similarity, bar, same=same)
-        if learned and (signals := to_verify(verdict)) is not None \
-                and hasattr(self.embedder, "tokens"):
-            signals = signals.with_pieces(await self.embedder.tokens(cached),
-                                          await self.embedder.tokens(new))
-            verdict = self.guard.verified(signals) or verdict
-        return verdict
+    async def _usable(self, cand: Neighbour, req: CacheRequest,
+                      max_age_s: float | None) -> CacheEntry | None:
+        """The candidate's stored entry, when it is live, young enough and fits `req`."""
+        entry = await self.store.get(cand.entry.key)
+        now = time.time()
+        if entry is None or not entry.semantic_expires_at or entry.semantic_expires_at <= now:
+            self.index.remove(cand.entry.key)
+            return None
+        if max_age_s is not None and now - entry.created_at > max_age_s:
+            return None
+        return entry if answer_fits(entry.answer, req) else None
+
+    async def _verify(self, cached: list[str], new: str, threshold: float | None) -> list[Verdict]:
+        """The guard's verdicts, on the embedder's worker (the verifier is a model too)."""
+        run = getattr(self.embedder, "run", None)
+        if run is None:
+            return self.guard.check_many(cached, new, threshold)
+        return await run(self.guard.check_many, cached, new, threshold)
 
     def attach(self, entry: CacheEntry, req: CacheRequest, settings: CacheSettings,
                vector: np.ndarray, ttl_s: float | None = None) -> None:
         """Give `entry` its semantic part (partition, question, vector, expiry)."""
         entry.partition = partition_key(req, settings.context)
-        entry.question = query_text(req)
+        entry.question = verify_text(req, settings.context)
         entry.vector = np.asarray(vector, dtype=np.float32)
         entry.semantic_expires_at = entry.created_at + (ttl_s or settings.semantic_ttl_s)
 
@@ -133,13 +141,6 @@ class SemanticCache:
         if event.key in self.index:
             return
         entry = IndexedEntry(event.key, event.partition, event.question, event.expires_at or 0.0)
-        for n in self.index.search(event.partition, event.vector, k=NEIGHBOURS):
-            if n.similarity >= 0.999 or n.entry.question == entry.question:
-                continue
-            if not self.guard.check(n.entry.question, entry.question, n.similarity, 1.1).ok:
-                bar = min(0.999, n.similarity + ADAPTIVE_MARGIN)
-                entry.threshold = max(entry.threshold or 0.0, bar)
-                n.entry.threshold = max(n.entry.threshold or 0.0, bar)
         self.index.add(entry, event.vector)
 
     # ------------------------------------------------------------------ replica sync

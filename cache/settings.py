@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+CANDIDATE_FLOOR = 0.5  # cosine a candidate needs to reach the verifier (guard on)
+COSINE_ONLY_BAR = 0.9  # cosine any hit needs with the guard off
+
 
 @dataclass(frozen=True)
 class CacheSettings:
@@ -14,17 +17,24 @@ class CacheSettings:
     exact_enabled: bool = False
     exact_ttl_s: float = 3600.0
     semantic_enabled: bool = False
-    threshold: float = 0.78  # cosine a reworded question needs (guard on) or any hit (guard off)
+    threshold: float | None = None  # guard on: cosine a candidate needs to be verified
+    # (default CANDIDATE_FLOOR); guard off: cosine any hit needs (default COSINE_ONLY_BAR)
+    verifier_threshold: float | None = None  # the verifier score served (None: the
+    # cross-validated one shipped with the model, cache/data/pair_model.json)
     semantic_ttl_s: float = 86400.0
-    max_temperature: float = 0.3
-    context: Literal["full", "system", "none"] = "full"
+    max_temperature: float = 1.0  # the SDKs' default temperature (1.0) is let in
+    context: Literal["full", "system", "none", "semantic"] = "full"
     allow_tools: bool = False
     guard: bool = True
-    adaptive: bool = True  # raise an entry's bar when a close neighbour has another answer
-    verifier: bool = False  # let the learned verifier pass rewordings a little under the
-    # bar when their unmatched words are said by the other side in context (cache/verifier.py;
-    # off: on the held-out split it served 3 reworded traps of 94)
+    adaptive_skip: bool = True  # stop semantic lookups while the route's hit rate stays ~0
 
     @property
     def enabled(self) -> bool:
         return self.exact_enabled or self.semantic_enabled
+
+    @property
+    def floor(self) -> float:
+        """The cosine a candidate needs: to be verified (guard on) or to be served (off)."""
+        if self.threshold is not None:
+            return self.threshold
+        return CANDIDATE_FLOOR if self.guard else COSINE_ONLY_BAR

@@ -16,6 +16,7 @@ class RouteCounters:
     guard_rejections: int = 0
     stores: int = 0
     store_errors: int = 0
+    semantic_skips: int = 0  # semantic lookups skipped on an idle route (cache/skip.py)
 
     @property
     def hits(self) -> int:
@@ -26,7 +27,7 @@ class CacheStats:
     """`record(route, outcome)`; `snapshot()` -> {route: {counter: n, ..., "hits": n}}."""
 
     OUTCOMES = ("exact_hits", "semantic_hits", "misses", "bypasses", "guard_rejections",
-                "stores", "store_errors")
+                "stores", "store_errors", "semantic_skips")
 
     def __init__(self) -> None:
         self._routes: dict[str, RouteCounters] = defaultdict(RouteCounters)

@@ -18,10 +18,10 @@ import numpy as np
 from cache.keys import CacheRequest
 from cache.response_cache import ResponseCache
 from cache.settings import CacheSettings
+from engine.protocol import ChatCompletionRequest, CompletionRequest
 from gateway.context import Answer, RequestContext
 
 if TYPE_CHECKING:
-    from engine.protocol import ChatCompletionRequest, CompletionRequest
     from gateway.config import GatewayConfig, RouteConfig
 
 log = logging.getLogger("headstart.gateway")
@@ -33,9 +33,10 @@ def settings_for(route: RouteConfig) -> CacheSettings:
     exact, sem = route.cache.exact, route.cache.semantic
     return CacheSettings(
         route=route.name, exact_enabled=exact.enabled, exact_ttl_s=exact.ttl_s,
-        semantic_enabled=sem.enabled, threshold=sem.threshold, semantic_ttl_s=sem.ttl_s,
+        semantic_enabled=sem.enabled, threshold=sem.threshold,
+        verifier_threshold=sem.verifier_threshold, semantic_ttl_s=sem.ttl_s,
         max_temperature=sem.max_temperature, context=sem.context, allow_tools=sem.allow_tools,
-        guard=sem.guard, adaptive=sem.adaptive)
+        guard=sem.guard, adaptive_skip=sem.adaptive_skip)
 
 
 def cache_request(ctx: RequestContext, config: GatewayConfig | None,
@@ -80,9 +81,10 @@ class CacheStage:
         settings = self.settings(ctx.route)
         if self.cache is None or not settings.enabled:
             ctx.cache_status = "bypass"
+            ctx.cache_skipped = "disabled" if self.cache is not None else None
             return None
-        if ctx.cache_control.no_cache or not _fits_an_entry(ctx.body):
-            ctx.cache_status = "bypass"
+        if (why := _bypass_reason(ctx)) is not None:
+            ctx.cache_status, ctx.cache_skipped = "bypass", why
             self.cache.stats.record(settings.route, "bypasses")
             return None
         with ctx.timings.measure("cache"):
@@ -90,6 +92,7 @@ class CacheStage:
             result = await self.cache.lookup(req, settings, max_age_s=ctx.cache_control.max_age_s)
         ctx.cache_status = result.status
         ctx.cache_similarity = result.similarity
+        ctx.cache_skipped = result.skipped
         if result.vector is not None and result.status == "miss":
             self._remember(ctx.request_id, result.vector)
         if result.answer is None:
@@ -102,14 +105,16 @@ class CacheStage:
             return None
 
     async def store(self, ctx: RequestContext, answer: Answer) -> None:
+        """Store the answer once it is written: a task of its own runs the store (an
+        embedding where the lookup made none, the store's writes), off the request's path."""
         vector = self._vectors.pop(ctx.request_id, None)
         settings = self.settings(ctx.route)
         if self.cache is None or not settings.enabled or ctx.cache_control.no_store:
             return
-        if not answer.cacheable():
-            return
-        await self.cache.store(cache_request(ctx, self.config), answer.to_dict(), settings,
-                               vector=vector)
+        if not answer.cacheable() or _bypass_reason(ctx) not in (None, "no-cache"):
+            return  # an entry cannot hold it (several choices, logprobs, non-text parts)
+        self.cache.store_soon(cache_request(ctx, self.config), answer.to_dict(), settings,
+                              vector=vector)
 
     def _remember(self, request_id: str, vector: np.ndarray) -> None:
         self._vectors[request_id] = vector
@@ -125,11 +130,20 @@ class CacheStage:
             await self.cache.close()
 
 
-def _fits_an_entry(request: ChatCompletionRequest | CompletionRequest) -> bool:
-    """Whether an entry can hold the answer: one choice, no log-probabilities, and text only
-    (the caches match text: an image's question must not be served another image's answer)."""
-    return (request.choice_count() == 1 and request.logprobs_count() is None
-            and not _has_non_text_parts(request))
+def _bypass_reason(ctx: RequestContext) -> str | None:
+    """Why this request skips the caches: the client said `no-cache`, or an entry cannot hold
+    its answer (several choices, log-probabilities, non-text parts: the caches match text, so
+    an image's question must not be served another image's answer); None when it may be
+    looked up."""
+    if ctx.cache_control.no_cache:
+        return "no-cache"
+    if ctx.body.choice_count() != 1:
+        return "n"
+    if ctx.body.logprobs_count() is not None:
+        return "logprobs"
+    if _has_non_text_parts(ctx.body):
+        return "non-text"
+    return None
 
 
 def _has_non_text_parts(request: ChatCompletionRequest | CompletionRequest) -> bool:

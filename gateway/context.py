@@ -135,6 +135,7 @@ class RequestContext:
     # annotations set by the stages
     cache_status: CacheStatus = "miss"
     cache_similarity: float | None = None
+    cache_skipped: str | None = None  # why a lookup was skipped (x-cache-bypass-reason)
     transforms: list[str] = field(default_factory=list)  # e.g. ["window:dropped=4", "compress:0.42"]
     upstream_name: str | None = None
     upstream_body: bytes | None = None  # a whole answer's bytes, when written unchanged
@@ -149,6 +150,8 @@ class RequestContext:
                    (b"x-cache", self.cache_status.encode())]
         if self.cache_similarity is not None:
             headers.append((b"x-cache-similarity", b"%.4f" % self.cache_similarity))
+        if self.cache_skipped:
+            headers.append((b"x-cache-bypass-reason", self.cache_skipped.encode("latin-1")))
         if self.transforms:
             headers.append((b"x-headstart-transforms", ",".join(self.transforms).encode("latin-1")))
         if self.timings.stages:

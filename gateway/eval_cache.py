@@ -2,7 +2,9 @@
 
 Measures a route's semantic cache, as configured (threshold, guard, context rule), on
 labelled pairs in fow-cache's JSONL format: the true-hit rate (same-answer pairs served)
-and the false-hit rate (different-answer pairs served), per category. `--pairs` may name a
+and the false-hit rate (different-answer pairs served), per category, with 95% Wilson
+intervals; then both rates at the verifier's cross-validated operating points and the
+route's own. `--pairs` may name a
 folder (every *.jsonl under it) and may be given several times. With `--json` the last line
 printed is `{"pairs": N, "true_hit_rate": x, "false_hit_rate": y, "by_category": {...}}`.
 """
@@ -16,7 +18,7 @@ import os
 import sys
 from dataclasses import replace
 
-from cache.eval import evaluate, format_table, load_pairs
+from cache.eval import default_points, evaluate, format_table, load_pairs
 from gateway.cache_stage import settings_for
 from gateway.config import ConfigError, load_config
 
@@ -30,9 +32,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "route with the semantic cache on, else the first route)")
     p.add_argument("--split", choices=["all", "held_out", "train"], default="all",
                    help="fixed split by id hash (30%% held out from tuning)")
-    p.add_argument("--threshold", type=float, help="override the route's threshold")
-    p.add_argument("--verifier", choices=["on", "off"],
-                   help="the learned verifier (default: the route's setting, off)")
+    p.add_argument("--threshold", type=float, help="override the route's cosine floor")
+    p.add_argument("--verifier-threshold", type=float,
+                   help="override the route's verifier threshold (default: the shipped one)")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
     return p.parse_args(argv)
 
@@ -61,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
               f"its semantic policy as if enabled", file=sys.stderr)
     if args.threshold is not None:
         settings = replace(settings, threshold=args.threshold)
-    if args.verifier is not None:
-        settings = replace(settings, verifier=args.verifier == "on")
+    if args.verifier_threshold is not None:
+        settings = replace(settings, verifier_threshold=args.verifier_threshold)
     pairs = []
     for path in args.pairs:
         if not os.path.exists(path):
@@ -72,10 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     if not pairs:
         print("headstart eval-cache: no pairs to evaluate", file=sys.stderr)
         return 2
-    report = asyncio.run(evaluate(pairs, settings))
-    title = (f"semantic cache of route {route.name!r}: threshold {settings.threshold}, "
-             f"guard {'on' if settings.guard else 'off'}, "
-             f"verifier {'on' if settings.verifier else 'off'}, context {settings.context}, "
+    points = default_points() if settings.guard else {}
+    report = asyncio.run(evaluate(pairs, settings, points=points))
+    title = (f"semantic cache of route {route.name!r}: cosine floor {settings.floor}, "
+             f"guard {'on' if settings.guard else 'off'}, verifier threshold "
+             f"{settings.verifier_threshold or 'shipped'}, context {settings.context}, "
              f"split {args.split}")
     print(format_table(report, title))
     if args.json:

@@ -191,6 +191,7 @@ CACHE_COUNTERS = {
     "guard_rejections": "Semantic candidates the guard rejected (near misses)",
     "stores": "Answers stored",
     "store_errors": "Cache store failures (lookups served as misses, answers not stored)",
+    "semantic_skips": "Semantic lookups skipped on a route whose hit rate stays near zero",
 }
 
 

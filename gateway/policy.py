@@ -23,13 +23,18 @@ class ExactPolicy(_Section):
 
 class SemanticPolicy(_Section):
     enabled: bool = False
-    threshold: float = Field(default=0.78, ge=0.0, le=1.0)
+    # guard on: cosine a candidate needs to reach the verifier (default 0.5);
+    # guard off: cosine any hit needs (default 0.9)
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    verifier_threshold: float | None = Field(default=None, ge=0.0, le=1.0)  # None: shipped
     ttl_s: float = Field(default=86400, gt=0)
-    max_temperature: float = Field(default=0.3, ge=0.0, le=2.0)
-    context: Literal["full", "system", "none"] = "full"  # what must match before the last user turn
+    max_temperature: float = Field(default=1.0, ge=0.0, le=2.0)  # lets the SDK default in
+    # what must match before the last user turn: `semantic` = earlier user turns by meaning
+    context: Literal["full", "system", "none", "semantic"] = "full"
     allow_tools: bool = False
-    guard: bool = True  # verify candidates (numbers, entities, negation, antonyms, wording)
-    adaptive: bool = True  # per-entry bar: raised when a close neighbour is another question
+    guard: bool = True  # verify candidates: exact checks, then the pair verifier
+    adaptive_skip: bool = True  # skip semantic lookups while the route's hit rate stays ~0
+    adaptive: bool | None = None  # no effect since the pair verifier; accepted for old configs
 
 
 class CachePolicy(_Section):

@@ -2,7 +2,18 @@
 
 import json
 
-from cache.keys import CacheRequest, context_hash, exact_key, partition_key, query_text
+from cache.keys import (
+    TURN_SEP,
+    CacheRequest,
+    answer_fits,
+    answer_tokens,
+    context_hash,
+    counted,
+    exact_key,
+    partition_key,
+    query_text,
+    verify_text,
+)
 
 
 def req(**kw) -> CacheRequest:
@@ -35,7 +46,6 @@ def test_everything_answer_changing_changes_the_key():
     base = exact_key(req())
     variants = [
         req(params={"temperature": 0.5}), req(params={"temperature": 0, "seed": 1}),
-        req(params={"temperature": 0, "max_tokens": 10}),
         req(params={"temperature": 0, "tools": [{"type": "function"}]}),
         req(params={"temperature": 0, "tool_choice": "none"}),
         req(params={"temperature": 0, "response_format": {"type": "json_object"}}),
@@ -101,3 +111,37 @@ def test_a_long_turn_embeds_its_question_and_matches_its_document_exactly():
     assert query_text(prompt) == q1
     assert partition_key(prompt) != partition_key(
         req(kind="completion", messages=[], prompt=f"{doc_b}\n\n{q1}"))
+
+
+def test_the_length_limit_does_not_split_the_exact_key_but_must_fit_the_answer():
+    assert exact_key(req(params={"temperature": 0, "max_tokens": 8})) == exact_key(req())
+    answer = {"content": "Paris.", "usage": {"completion_tokens": 3}}
+    assert answer_fits(answer, req(params={"max_tokens": 3}))
+    assert answer_fits(answer, req(params={"max_completion_tokens": 100}))
+    assert answer_fits(answer, req(params={}))
+    assert not answer_fits(answer, req(params={"max_tokens": 2}))
+    assert answer_tokens({"content": "x" * 41}) == 11  # no count (curated): 4 chars a token
+    stored_with_a_limit = counted({"content": "x" * 41}, req(params={"max_tokens": 4}))
+    assert answer_tokens(stored_with_a_limit) == 4  # the curator said it fits 4
+    assert answer_tokens(counted({"content": "x" * 41}, req())) == 11
+
+
+def test_route_wide_entries_have_one_scope_for_every_tenant():
+    assert exact_key(req(tenant="a"), route_wide=True) == exact_key(req()) == exact_key(
+        req(tenant="b"), route_wide=True)
+    assert exact_key(req(tenant="a")) != exact_key(req())
+    assert partition_key(req(tenant="a"), route_wide=True) == partition_key(req())
+
+
+def test_semantic_context_matches_the_system_prompt_and_turn_count_and_verifies_the_turns():
+    convo = [{"role": "system", "content": "S"}, {"role": "user", "content": "about X"},
+             {"role": "assistant", "content": "ok"}, {"role": "user", "content": "cancel it"}]
+    reworded = convo[:1] + [{"role": "user", "content": "regarding X"},
+                            {"role": "assistant", "content": "sure"}] + convo[3:]
+    assert partition_key(req(messages=convo), "semantic") == partition_key(
+        req(messages=reworded), "semantic")
+    assert partition_key(req(messages=convo), "semantic") != partition_key(
+        req(messages=convo[:1] + convo[3:]), "semantic")  # one user turn fewer
+    assert verify_text(req(messages=convo), "semantic").split(TURN_SEP) == [
+        "cancel it", "ok", "about X"]
+    assert verify_text(req(messages=convo), "full") == "cancel it"

@@ -58,7 +58,7 @@ async def test_ttl_and_max_age(cache):
 
 
 async def test_only_cacheable_requests_use_the_semantic_cache(cache):
-    hot = ask("How do I reset my password?", params={"temperature": 0.9})
+    hot = ask("How do I reset my password?", params={"temperature": 1.5})
     assert await cache.store(hot, {"content": "A"}, S)  # exact still stores it
     assert len(cache.semantic.index) == 0
     tools = ask("How do I reset my password?", params={"tools": [{"type": "function"}]})
@@ -67,15 +67,51 @@ async def test_only_cacheable_requests_use_the_semantic_cache(cache):
     await cache.store(tools, {"content": "A"}, replace(S, allow_tools=True))
     assert len(cache.semantic.index) == 1
     off = replace(S, exact_enabled=False, semantic_enabled=False)
-    assert (await cache.lookup(ask("x"), off)).status == "bypass"
+    found = await cache.lookup(ask("x"), off)
+    assert (found.status, found.skipped) == ("bypass", "disabled")
+    found = await cache.lookup(hot, replace(S, exact_enabled=False))
+    assert (found.status, found.skipped) == ("bypass", "temperature")
+    found = await cache.lookup(ask("How do I reset my password?", params={"temperature": 1.5,
+                                                                         "seed": 1}), S)
+    assert (found.status, found.skipped) == ("miss", "semantic:temperature")
+    found = await cache.lookup(ask("How do I reset my password?"), S)  # at temperature 0
+    assert found.status == "miss" and found.skipped is None  # both lookups ran
 
 
-async def test_adaptive_threshold_rises_between_close_different_questions(cache):
-    s = replace(S, exact_enabled=False)
-    await cache.store(ask("What's the baggage allowance for economy?"), {"content": "E"}, s)
-    await cache.store(ask("What's the baggage allowance for business class?"), {"content": "B"}, s)
-    bars = [e.threshold for e in cache.semantic.index._entries.values()]
-    assert all(b is not None and b > 0.5 for b in bars)
+async def test_an_entry_without_a_tenant_serves_every_tenant_and_a_tenants_only_its_own(cache):
+    await cache.store(ask("What are your opening hours?"), {"content": "9-5"}, S)
+    await cache.store(ask("Where is your shop?", tenant="a"), {"content": "A st"}, S)
+    for tenant in ("a", "b"):
+        assert (await cache.lookup(ask("What are your opening hours?", tenant=tenant),
+                                   S)).answer == {"content": "9-5"}
+    assert (await cache.lookup(ask("Where is your shop?", tenant="b"), S)).status == "miss"
+    assert (await cache.lookup(ask("Where is your shop?", tenant="a"), S)).status == "exact"
+
+
+async def test_a_complete_answer_serves_any_limit_it_fits_in(cache):
+    answer = {"content": "Paris.", "finish_reason": "stop", "usage": {"completion_tokens": 3}}
+    await cache.store(ask("What is the capital of France?"), answer, S)
+    for limit, status in ((8, "exact"), (3, "exact"), (2, "miss"), (None, "exact")):
+        params = {} if limit is None else {"max_tokens": limit}
+        assert (await cache.lookup(ask("What is the capital of France?", params=params),
+                                   S)).status == status
+
+
+async def test_a_route_without_semantic_hits_skips_lookups_but_probes(cache):
+    cache.skip.window, cache.skip.probe_every = 5, 3
+    s = replace(S, exact_enabled=True)
+    for i in range(5):
+        assert (await cache.lookup(ask(f"unrelated question number {i}"), s)).skipped is None
+    skipped = [(await cache.lookup(ask(f"another question {i}"), s)).skipped for i in range(3)]
+    assert skipped == ["semantic:idle", "semantic:idle", None]  # the third is a probe
+    assert cache.stats.get("r").semantic_skips == 2
+
+
+async def test_a_store_in_flight_is_waited_for_by_a_lookup_of_its_key(cache):
+    task = cache.store_soon(ask("Where is my parcel?"), {"content": "A"}, S)
+    assert not task.done()
+    assert (await cache.lookup(ask("Where is my parcel?"), S)).status == "exact"
+    assert task.done() and cache._pending == {}
 
 
 async def test_purge_by_route_namespace_and_key(cache):

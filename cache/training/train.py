@@ -1,0 +1,227 @@
+"""Fine-tune the pair verifier and choose its threshold by cross-validation.
+
+    flock /tmp/headstart-bench.lock python -m cache.training.train [--epochs 1] [--folds 3]
+
+Training pairs: the generator's (cache/training/data/generated_pairs.jsonl, remade by
+`python -m cache.training.generate`) and fow-cache's train split (by id hash, as cache/eval.py
+splits it); never fow-cache's held-out split nor cache/data/heldout_pairs.jsonl. A pair the
+exact checks (cache/checks.py) already reject never reaches the model and is left out. Each
+pair is read in both orders. Only the top `--layers` layers and the head train, so the
+frozen lower layers run once over every pair and the epochs run on their output.
+
+Cross-validation: folds by the pair's group (a generated family or template, a fow-cache
+id), so a fold never sees a rewording of its own questions. Out-of-fold scores set the
+threshold: the lowest at which at most `--max-false` of the near misses pass, over all
+pairs and over fow-cache's alone (the stricter wins). Writes cache/data/pair_model.safetensors
+(the tuned layers and head, float32) and pair_model.json (threshold, operating points, folds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+from torch.nn import functional as F
+
+from cache.checks import clash
+from cache.eval import default_pairs, load_pairs, wilson
+from cache.pair_model import LAYERS, WEIGHTS, CrossEncoder, load_base, tokenizer
+from cache.training.generate import OUT as GENERATED
+
+POINTS = (0.005, 0.01, 0.02, 0.05)  # false-hit rates `eval-cache` reports operating points for
+
+
+def training_pairs(generated: Path = GENERATED) -> list[dict]:
+    """Generated pairs and fow-cache's train split, each with a group, minus exact clashes."""
+    pairs = [json.loads(x) for x in generated.read_text().splitlines() if x.strip()]
+    for p in load_pairs(default_pairs(), split="train"):
+        if isinstance(p["a"], str) and isinstance(p["b"], str):
+            pairs.append({**p, "group": f"fow.{p['id']}", "source": "fow"})
+    return [p for p in pairs if clash(p["a"], p["b"]) is None]
+
+
+def fold_of(group: str, folds: int) -> int:
+    return int(hashlib.sha1(group.encode()).hexdigest(), 16) % folds
+
+
+class Features:
+    """The frozen layers' output for every pair in both orders (rows 2i and 2i+1)."""
+
+    def __init__(self, model: CrossEncoder, pairs: list[dict], start: int, batch: int = 64) -> None:
+        tok = tokenizer()
+        tok.no_padding()
+        rows = [r for p in pairs for r in ((p["a"], p["b"]), (p["b"], p["a"]))]
+        enc = tok.encode_batch(rows)
+        self.hidden: list[torch.Tensor] = [None] * len(rows)  # type: ignore[list-item]
+        order = sorted(range(len(rows)), key=lambda i: len(enc[i].ids))
+        with torch.inference_mode():
+            for s in range(0, len(order), batch):
+                idx = order[s:s + batch]
+                ids, mask, types = _padded([enc[i] for i in idx])
+                x = model.run(model.embed(ids, types), mask, 0, start)
+                for j, i in enumerate(idx):
+                    self.hidden[i] = x[j, :len(enc[i].ids)].to(torch.float16).clone()
+        self.labels = torch.tensor([float(p["same_answer"]) for p in pairs for _ in (0, 1)])
+
+    @classmethod
+    def cached(cls, path: str | None, pairs: list[dict], start: int) -> Features:
+        """`Features` of `pairs`, read from `path` when it holds them, else computed (and
+        written there)."""
+        digest = hashlib.sha1(json.dumps([(p["a"], p["b"], start) for p in pairs]).encode())
+        if path and Path(path).exists():
+            saved = torch.load(path)
+            if saved["digest"] == digest.hexdigest():
+                feats = cls.__new__(cls)
+                feats.hidden, feats.labels = saved["hidden"], saved["labels"]
+                return feats
+        feats = cls(fresh_model().eval(), pairs, start)
+        if path:
+            torch.save({"digest": digest.hexdigest(), "hidden": feats.hidden,
+                        "labels": feats.labels}, path)
+        return feats
+
+    def batch(self, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        t = max(len(self.hidden[r]) for r in rows)
+        x = torch.zeros(len(rows), t, self.hidden[0].shape[1])
+        mask = torch.zeros(len(rows), t, dtype=torch.long)
+        for j, r in enumerate(rows):
+            n = len(self.hidden[r])
+            x[j, :n], mask[j, :n] = self.hidden[r].float(), 1
+        return x, mask
+
+
+def _padded(encs) -> tuple[torch.Tensor, ...]:
+    t = max(len(e.ids) for e in encs)
+    ids = torch.tensor([e.ids + [0] * (t - len(e.ids)) for e in encs])
+    mask = torch.tensor([e.attention_mask + [0] * (t - len(e.ids)) for e in encs])
+    types = torch.tensor([e.type_ids + [0] * (t - len(e.ids)) for e in encs])
+    return ids, mask, types
+
+
+def fresh_model() -> CrossEncoder:
+    torch.manual_seed(0)
+    model = CrossEncoder()
+    load_base(model)
+    return model
+
+
+def train(feats: Features, pair_ids: list[int], start: int, epochs: int, seed: int,
+          batch: int = 32, lr: float = 6e-5) -> CrossEncoder:
+    """A model whose layers from `start` up and head were trained on `pair_ids`."""
+    model = fresh_model()
+    tuned = [p for layer in model.layers[start:] for p in layer.parameters()]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in tuned + list(model.head.parameters()):
+        p.requires_grad_(True)
+    opt = torch.optim.AdamW([{"params": tuned, "lr": lr},
+                             {"params": model.head.parameters(), "lr": lr * 16}], weight_decay=0.01)
+    rows = [r for i in pair_ids for r in (2 * i, 2 * i + 1)]
+    labels = feats.labels[rows]
+    pos_weight = (labels == 0).sum() / labels.sum().clamp(min=1)
+    steps = epochs * ((len(rows) + batch - 1) // batch)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[lr, lr * 16], total_steps=steps,
+                                                pct_start=0.1)
+    rnd = random.Random(seed)
+    model.train()
+    t0, step = time.time(), 0
+    for _ in range(epochs):
+        rnd.shuffle(rows)
+        for s in range(0, len(rows), batch):
+            step += 1
+            if step % 100 == 0:
+                print(f"  step {step}/{steps} at {time.time() - t0:.0f}s", flush=True)
+            chunk = rows[s:s + batch]
+            x, mask = feats.batch(chunk)
+            logits = model.logits(model.run(x, mask, start), mask)
+            loss = F.binary_cross_entropy_with_logits(logits, feats.labels[chunk], pos_weight=pos_weight)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+    return model.eval()
+
+
+def scores(model: CrossEncoder, feats: Features, pair_ids: list[int], start: int) -> np.ndarray:
+    """Mean probability over both orders for each pair."""
+    out = []
+    with torch.inference_mode():
+        for s in range(0, len(pair_ids), 64):
+            ids = pair_ids[s:s + 64]
+            rows = [r for i in ids for r in (2 * i, 2 * i + 1)]
+            x, mask = feats.batch(rows)
+            p = torch.sigmoid(model.logits(model.run(x, mask, start), mask)).view(-1, 2).mean(1)
+            out.append(p.numpy())
+    return np.concatenate(out)
+
+
+def threshold_at(score: np.ndarray, same: np.ndarray, max_false: float) -> float:
+    """The lowest threshold at which at most `max_false` of the near misses pass."""
+    traps = np.sort(score[~same])[::-1]
+    allowed = int(np.floor(max_false * len(traps)))
+    return float(traps[allowed]) + 1e-4 if allowed < len(traps) else 0.0
+
+
+def rates(score: np.ndarray, same: np.ndarray, t: float) -> dict:
+    hit = score >= t
+    th, fh = int((hit & same).sum()), int((hit & ~same).sum())
+    return {"true_hits": f"{th}/{int(same.sum())}", "true_hit_ci": wilson(th, int(same.sum())),
+            "false_hits": f"{fh}/{int((~same).sum())}", "false_hit_ci": wilson(fh, int((~same).sum()))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m cache.training.train", description=__doc__)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--folds", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=2, help="top layers to fine-tune")
+    ap.add_argument("--max-false", type=float, default=0.01)
+    ap.add_argument("--lr", type=float, default=6e-5, help="the tuned layers' peak rate "
+                    "(the head's is 16 times it)")
+    ap.add_argument("--out", default=str(WEIGHTS))
+    ap.add_argument("--features", help="keep the frozen layers' output in this file and "
+                    "reuse it when it matches the pairs (reruns skip the slowest step)")
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    pairs = training_pairs()
+    start = LAYERS - args.layers
+    feats = Features.cached(args.features, pairs, start)
+    print(f"{len(pairs)} pairs, frozen features in {time.time() - t0:.0f}s", flush=True)
+    same = np.array([p["same_answer"] for p in pairs])
+    fow = np.array([p.get("source") == "fow" for p in pairs])
+    fold = np.array([fold_of(p["group"], args.folds) for p in pairs])
+    oof = np.zeros(len(pairs))
+    for f in range(args.folds):
+        model = train(feats, list(np.flatnonzero(fold != f)), start, args.epochs, seed=f,
+                      lr=args.lr)
+        oof[fold == f] = scores(model, feats, list(np.flatnonzero(fold == f)), start)
+        print(f"fold {f} done at {time.time() - t0:.0f}s", flush=True)
+    t = max(threshold_at(oof, same, args.max_false), threshold_at(oof[fow], same[fow], args.max_false))
+    points = {f"false<={q:.1%}": max(threshold_at(oof, same, q), threshold_at(oof[fow], same[fow], q))
+              for q in POINTS}
+    report = {"threshold": round(t, 4), "pairs": len(pairs), "epochs": args.epochs,
+              "lr": args.lr,
+              "folds": [rates(oof[fold == f], same[fold == f], t) for f in range(args.folds)],
+              "cv_all": rates(oof, same, t), "cv_fow_train": rates(oof[fow], same[fow], t)}
+    final = train(feats, list(range(len(pairs))), start, args.epochs, seed=args.folds,
+                  lr=args.lr)
+    weights = {f"layers.{i}.{k}": v.contiguous() for i in range(start, LAYERS)
+               for k, v in final.layers[i].state_dict().items()}
+    weights.update({f"head.{k}": v.contiguous() for k, v in final.head.state_dict().items()})
+    save_file(weights, args.out)
+    meta = {"tuned_layers": args.layers, "threshold": round(t, 4),
+            "operating_points": {k: round(v, 4) for k, v in points.items()}, "cv": report}
+    Path(args.out).with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(json.dumps(report, indent=1))
+    print(f"done in {time.time() - t0:.0f}s -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
