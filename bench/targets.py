@@ -49,7 +49,7 @@ def gateway_config(features: bool, admin_key: str | None = None) -> dict:
     if features:
         route.update(
             cache={"exact": {"enabled": True, "ttl_s": 3600},
-                   "semantic": {"enabled": True, "threshold": 0.90, "max_temperature": 0.3}},
+                   "semantic": {"enabled": True}},  # the route defaults a user gets
             window={"max_input_tokens": 4096, "dropped": "drop"},
             compress={"enabled": True, "min_tokens": 1500},
         )
