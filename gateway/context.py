@@ -137,6 +137,7 @@ class RequestContext:
     cache_similarity: float | None = None
     transforms: list[str] = field(default_factory=list)  # e.g. ["window:dropped=4", "compress:0.42"]
     upstream_name: str | None = None
+    endpoint: str | None = None  # the replica that answered, for a fleet upstream
     upstream_body: bytes | None = None  # a whole answer's bytes, when written unchanged
 
     def response_headers(self) -> list[tuple[bytes, bytes]]:
@@ -152,4 +153,6 @@ class RequestContext:
             headers.append((b"server-timing", self.timings.header()))
         if self.upstream_name:
             headers.append((b"x-headstart-upstream", self.upstream_name.encode("latin-1")))
+        if self.endpoint:
+            headers.append((b"x-headstart-endpoint", self.endpoint.encode("latin-1")))
         return headers
