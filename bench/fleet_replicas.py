@@ -1,4 +1,5 @@
-"""`headstart engine` replicas as real processes: a fleet for tests and the live fleet bench.
+"""A fleet as real processes, for tests and the live fleet bench: `headstart engine`
+replicas and a `headstart serve` gateway in front of them.
 
 Each replica serves on a free port, publishes its KV events on another, and runs one torch
 thread unless told otherwise (this machine has two cores for everything). They start in
@@ -7,10 +8,16 @@ parallel: loading the model costs seconds each.
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from dataclasses import dataclass, field
 
+import yaml
+
 from bench.processes import ServerProcess, free_port, headstart_cmd
+from bench.workloads import WorkloadSizes
+
+MODEL = "smollm2-135m-instruct"
 
 
 @dataclass
@@ -87,3 +94,41 @@ def start_replicas(count: int, args: list[str] | None = None,
 def stop_replicas(replicas: list[EngineReplica]) -> None:
     for replica in replicas:
         replica.stop()
+
+
+@dataclass
+class LiveSettings:
+    """What a live fleet run uses: replicas, run lengths, the sweep, the chat trace."""
+
+    replicas: int = 3
+    engine_args: tuple[str, ...] = ("--num-kv-blocks", "2048")
+    duration_s: float = 30.0
+    warmup_s: float = 5.0
+    drain_s: float = 30.0
+    start_rate: float = 1.0
+    max_rate: float = 16.0
+    refine: int = 2
+    slo_ms: float = 700.0
+    seed: int = 0
+    sizes: WorkloadSizes = field(default_factory=WorkloadSizes)
+
+
+def gateway_config(replicas: list[EngineReplica], policy: str) -> dict:
+    """One route, every model name, to a fleet upstream over `replicas`."""
+    fleet = {"kind": "openai", "model": MODEL, "balance": policy,
+             "endpoints": [r.endpoint() for r in replicas]}
+    return {"upstreams": {"fleet": fleet},
+            "routes": [{"name": "bench", "models": ["*"], "upstream": "fleet",
+                        "timeout_s": 300}]}
+
+
+def start_gateway(config: dict) -> ServerProcess:
+    """`headstart serve` on `config`, healthy; the caller stops it."""
+    handle = tempfile.NamedTemporaryFile("w", prefix="fleet-gateway-", suffix=".yaml",
+                                         delete=False)
+    with handle:
+        yaml.safe_dump(config, handle)
+    port = free_port()
+    return ServerProcess(headstart_cmd("serve", "--config", handle.name, "--port", str(port),
+                                       "--log-level", "warning"), port,
+                         env={"OMP_NUM_THREADS": "1"}).start()

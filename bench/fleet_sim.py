@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 
 from bench.fleet_sim_engine import SimReplica, SimRequest, StepCosts
 from bench.fleet_sim_workloads import SimSession, TraceSizes, answer_ids, build
+from bench.fleet_sim_workloads import sessions as trace
 from bench.loadgen import poisson_arrivals
 from bench.stats import percentile
+from bench.workloads import WorkloadSizes
 from gateway.fleet.block_keys import block_keys
 from gateway.fleet.block_locator import BlockLocator
 from gateway.fleet.load import LoadTracker, Ticket
@@ -44,7 +46,8 @@ class SimConfig:
     duration_s: float = 60.0
     warmup_s: float = 10.0
     drain_s: float = 60.0
-    seed: int = 0
+    seed: int = 0  # arrivals and users (as LoadConfig.seed)
+    pool_seed: int | None = None  # shared prefixes (default: seed)
     capacity_blocks: int = 4096  # each replica's KV cache
     block_size: int = 16
     max_num_seqs: int = 16
@@ -55,6 +58,7 @@ class SimConfig:
     event_delay_s: float = 0.005
     prime: bool = True  # read each group's prefix once before the run, as the live bench does
     sizes: TraceSizes = field(default_factory=TraceSizes)
+    live_sizes: WorkloadSizes | None = None  # chat_live: the live run's workload sizes
     picker: PickerSettings | None = None
 
 
@@ -121,6 +125,8 @@ class FleetSim:
         self._ready: list[tuple[float, int, SimSession, int]] = []  # sessions between turns
         self.records: list[_Record] = []
         self.kv = config.policy == "prefix+kv"
+        self._prefix_keys: dict[int, list[int]] = {}  # a shared prefix's block keys
+        self._known: dict[str, list[int]] = {}  # a session's keys so far (its last answer's)
 
     # ---------------------------------------------------------------- the clock
 
@@ -132,7 +138,7 @@ class FleetSim:
         c = self.c
         horizon = c.warmup_s + c.duration_s
         arrivals = poisson_arrivals(c.rate, horizon, c.seed)
-        sessions = iter(build(c.workload, len(arrivals) + 1, c.seed, c.sizes))
+        sessions = trace(c.workload, c.seed, c.sizes, c.pool_seed, c.live_sizes)
         primers = self._primers(c) if c.prime else []
         start = 0.0
         for session in primers:  # one at a time, long enough apart to finish
@@ -154,7 +160,7 @@ class FleetSim:
 
     def _primers(self, c: SimConfig) -> list[SimSession]:
         seen: dict[str, SimSession] = {}
-        for s in build(c.workload, 200, c.seed + 7919, c.sizes):
+        for s in build(c.workload, 200, c.seed + 7919, c.sizes, c.pool_seed, c.live_sizes):
             seen.setdefault(s.group, s)
         return [seen[g] for g in sorted(seen)]
 
@@ -172,7 +178,13 @@ class FleetSim:
         c = self.c
         prompt = session.prompt(turn)
         answer = answer_ids(session, self.rng)
-        keys = block_keys(prompt, c.block_size)
+        known = self._known.get(session.id)
+        if known is None:  # a session's first turn starts from its group's prefix
+            known = self._prefix_keys.get(id(session.prefix))
+            if known is None:
+                known = self._prefix_keys[id(session.prefix)] = block_keys(session.prefix,
+                                                                          c.block_size)
+        keys = _extend(known, prompt, c.block_size)
         gateway = self.gateways[self.rng.randrange(len(self.gateways))]
         sid = session.id if len(session.turns) > 1 else None
         pick = gateway.picker.pick(self.names, gateway.tracker.loads, keys=keys,
@@ -183,8 +195,10 @@ class FleetSim:
                          primer=answer_tokens is not None)
         self.records.append(record)
         n_answer = answer_tokens or session.answer_tokens
-        request = SimRequest(keys, block_keys(prompt + answer[:n_answer], c.block_size),
-                             len(prompt), n_answer, self.now, record)
+        answer_keys = _extend(keys, prompt + answer[:n_answer], c.block_size)
+        if len(session.turns) > 1 and answer_tokens is None:
+            self._known[session.id] = answer_keys  # the next turn's prompt starts so
+        request = SimRequest(keys, answer_keys, len(prompt), n_answer, self.now, record)
         replica = self.replicas[pick.endpoint]
         replica.submit(request)
         if not replica.stepping:
@@ -255,6 +269,13 @@ class FleetSim:
             {f"p{p}": _ms(percentile(ttfts, p)) for p in (50, 95, 99)},
             cached / prompt if prompt else 0.0, _max_over_mean(busy), _max_over_mean(served),
             sum(r.ttft_s is None for r in measured))
+
+
+def _extend(known: list[int], tokens: list[int], block_size: int) -> list[int]:
+    """Block keys of `tokens`, which start with the blocks `known` keys (not recomputed)."""
+    n = len(known)
+    return known + block_keys(tokens[n * block_size:], block_size,
+                              parent=known[-1] if known else None)
 
 
 def _ms(seconds: float | None) -> float:

@@ -16,7 +16,12 @@ tokenizer and chat template: the very prompts the live fleet bench sends.
 from __future__ import annotations
 
 import random
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
+
+from bench.workloads import WorkloadSizes, build_sessions
 
 WORKLOADS = ("chat", "rag", "groups", "hot", "chat_live")
 VOCAB = 49_152
@@ -59,63 +64,88 @@ class TraceSizes:
 
 
 def _ids(rng: random.Random, n: int) -> list[int]:
-    return [rng.randrange(VOCAB) for _ in range(n)]
+    return [i % VOCAB for i in array("H", rng.randbytes(2 * n))]
 
 
-def _zipf(rng: random.Random, n: int) -> int:
-    return rng.choices(range(n), weights=[1.0 / (i + 1) for i in range(n)])[0]
+def _zipf_weights(n: int) -> list[float]:
+    """Cumulative weights of [0, n) where index i is drawn in proportion to 1 / (i + 1)."""
+    total, out = 0.0, []
+    for i in range(n):
+        total += 1.0 / (i + 1)
+        out.append(total)
+    return out
 
 
-def build(kind: str, count: int, seed: int, sizes: TraceSizes | None = None) -> list[SimSession]:
+def build(kind: str, count: int, seed: int, sizes: TraceSizes | None = None,
+          pool_seed: int | None = None,
+          live_sizes: WorkloadSizes | None = None) -> list[SimSession]:
     """`count` sessions of trace `kind`, identical for identical arguments."""
+    return list(islice(sessions(kind, seed, sizes, pool_seed, live_sizes), count))
+
+
+def sessions(kind: str, seed: int, sizes: TraceSizes | None = None,
+             pool_seed: int | None = None,
+             live_sizes: WorkloadSizes | None = None) -> Iterator[SimSession]:
+    """Trace `kind`'s sessions, made as they are needed: the users and what they ask from
+    `seed`, the shared prefixes from `pool_seed` (default `seed`), as bench/workloads.py."""
     s = sizes or TraceSizes()
+    pool_seed = seed if pool_seed is None else pool_seed
     if kind == "chat_live":
-        return chat_live(count, seed)
-    pool = random.Random(f"{kind}:pool:{seed}")
+        yield from chat_live(seed, pool_seed, live_sizes or WorkloadSizes())
+        return
+    if kind not in WORKLOADS:
+        raise ValueError(f"unknown trace {kind!r}; one of {', '.join(WORKLOADS)}")
+    pool = random.Random(f"{kind}:pool:{pool_seed}")
+    zipf = _zipf_weights(s.groups)
     rng = random.Random(f"{kind}:{seed}")
-    if kind == "chat":
-        prefixes = [_ids(pool, s.prefix_tokens) for _ in range(s.groups)]
-        return [SimSession(f"chat-{i}", f"app{g}", prefixes[g],
-                           [_ids(rng, s.user_tokens) for _ in range(s.turns)], s.answer_tokens,
-                           s.think_s)
-                for i in range(count) for g in [rng.randrange(s.groups)]]
     if kind == "rag":
-        docs = [_ids(pool, pool.randint(s.doc_min_tokens, s.doc_max_tokens))
-                for _ in range(s.groups)]
-        return [SimSession(f"rag-{i}", f"doc{d}", docs[d], [_ids(rng, s.user_tokens)],
-                           s.answer_tokens)
-                for i in range(count) for d in [_zipf(rng, s.groups)]]
-    if kind in ("groups", "hot"):
-        prefixes = [_ids(pool, s.prefix_tokens) for _ in range(s.groups + 1)]
-        sessions = []
-        for i in range(count):
+        prefixes = [_ids(pool, pool.randint(s.doc_min_tokens, s.doc_max_tokens))
+                    for _ in range(s.groups)]
+    else:
+        prefixes = [_ids(pool, s.prefix_tokens) for _ in range(s.groups + (kind == "hot"))]
+    i = 0
+    while True:
+        i += 1
+        if kind == "chat":
+            g = rng.randrange(s.groups)
+            yield SimSession(f"chat-{i}", f"app{g}", prefixes[g],
+                             [_ids(rng, s.user_tokens) for _ in range(s.turns)],
+                             s.answer_tokens, s.think_s)
+        elif kind == "rag":
+            d = rng.choices(range(s.groups), cum_weights=zipf)[0]
+            yield SimSession(f"rag-{i}", f"doc{d}", prefixes[d], [_ids(rng, s.user_tokens)],
+                             s.answer_tokens)
+        else:
             hot = kind == "hot" and rng.random() < s.hot_share
-            g = 0 if hot else 1 + rng.randrange(s.groups)
-            sessions.append(SimSession(f"{kind}-{i}", f"g{g}", prefixes[g],
-                                       [_ids(rng, s.suffix_tokens)], s.answer_tokens))
-        return sessions
-    raise ValueError(f"unknown trace {kind!r}; one of {', '.join(WORKLOADS)}")
+            g = 0 if hot else (kind == "hot") + rng.randrange(s.groups)
+            yield SimSession(f"{kind}-{i}", f"g{g}", prefixes[g], [_ids(rng, s.suffix_tokens)],
+                             s.answer_tokens)
 
 
-def chat_live(count: int, seed: int) -> list[SimSession]:
-    """`bench/workloads.py`'s chat sessions (the live bench's `seed`), tokenized through the
-    bundled model's chat template (ChatML: each message is its own run of tokens)."""
-    from bench.workloads import WorkloadSizes, build_sessions
+def chat_live(seed: int, pool_seed: int, sizes: WorkloadSizes) -> Iterator[SimSession]:
+    """`bench/workloads.py`'s chat sessions (the live bench's seeds and sizes), tokenized
+    through the bundled model's chat template (ChatML: each message is its own run of
+    tokens). The tokenizer is read here, not at import: synthetic traces need no torch."""
     from gateway.fleet.prompt_tokens import load_tokenizer
 
     tok = load_tokenizer(None)
-    sizes = WorkloadSizes()
 
     def message(role: str, text: str) -> list[int]:
         return tok.encode(f"<|im_start|>{role}\n{text}<|im_end|>\n")
 
     opening = tok.encode("<|im_start|>assistant\n")
-    out = []
-    for session in build_sessions("chat", count, seed, sizes, pool_seed=seed):
-        turns = [message("user", t.user) + opening for t in session.turns]
-        out.append(SimSession(session.id, session.group, message("system", session.system or ""),
-                              turns, sizes.max_tokens_for("chat"), sizes.think_s))
-    return out
+    prefixes: dict[str, list[int]] = {}
+    # session i depends only on the sessions before it, so a longer list starts like a
+    # shorter one (the live run builds as many as it has arrivals): make more when needed
+    made, count = 0, 256
+    while True:
+        for session in build_sessions("chat", count, seed, sizes, pool_seed=pool_seed)[made:]:
+            system = session.system or ""
+            prefix = prefixes.setdefault(system, message("system", system))
+            turns = [message("user", t.user) + opening for t in session.turns]
+            yield SimSession(session.id, session.group, prefix, turns,
+                             sizes.max_tokens_for("chat"), sizes.think_s)
+        made, count = count, count * 2
 
 
 def answer_ids(session: SimSession, rng: random.Random) -> list[int]:

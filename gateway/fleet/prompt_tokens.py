@@ -9,6 +9,7 @@ Face folder; default the bundled SmolLM2), read without its weights.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from typing import Any
@@ -23,8 +24,10 @@ from gateway.fleet.block_keys import block_keys, salt_extra
 log = logging.getLogger("headstart.gateway")
 
 
+@functools.cache
 def load_tokenizer(path: str | None) -> Tokenizer:
-    """The tokenizer and chat template of the model at `path` (blocking; no weights read)."""
+    """The tokenizer and chat template of the model at `path` (blocking; no weights read;
+    read once per process: every fleet upstream of one model shares it)."""
     path = path or default_model_path()
     if os.path.isdir(path):
         return Tokenizer.from_folder(path)

@@ -1,0 +1,69 @@
+"""The fleet simulator against the live fleet bench: the same trace, rates and policies.
+
+`calibrate(live)` takes `bench/fleet_live.py`'s JSON and replays each of its runs in the
+simulator: the chat sessions the live load generator sent (same seeds and sizes, tokenized
+with the real chat template), three replicas, the same policy and rate. It reports p95 TTFT
+and the prefix-cache hit ratio side by side, and their relative differences (the target is
+within 20%).
+"""
+
+from __future__ import annotations
+
+from bench.fleet_sim import SimConfig, simulate
+from bench.fleet_sim_engine import StepCosts
+from bench.workloads import WorkloadSizes
+
+LIVE_TO_SIM = {"prefix": "prefix+kv"}  # the live gateway follows the replicas' KV events
+
+
+def live_seed(base_seed: int, rate: float) -> int:
+    """The seed `bench.loadgen.rate_runner` gives the run at `rate`."""
+    return base_seed * 100_003 + round(rate * 1000)
+
+
+def live_duration(duration_s: float, rate: float, min_requests: int = 20) -> float:
+    return max(duration_s, min(min_requests / rate, 60.0))
+
+
+def calibrate(live: dict, costs: StepCosts | None = None, overhead_s: float = 0.004) -> list[dict]:
+    settings = live["settings"]
+    sizes = WorkloadSizes(**settings["sizes"])
+    rows = []
+    for result in live["policies"]:
+        for run in result["runs"]:
+            rate = float(run["rate"])
+            config = SimConfig(
+                replicas=result["replicas"], policy=LIVE_TO_SIM.get(result["policy"],
+                                                                    result["policy"]),
+                workload="chat_live", rate=rate, seed=live_seed(settings["seed"], rate),
+                pool_seed=settings["seed"],
+                duration_s=live_duration(settings["duration_s"], rate),
+                warmup_s=settings["warmup_s"], drain_s=settings["drain_s"],
+                capacity_blocks=_blocks(settings["engine_args"]), live_sizes=sizes,
+                costs=costs or StepCosts(), overhead_s=overhead_s)
+            sim = simulate(config)
+            live_p95 = _num(run["ttft_ms"]["p95"])
+            live_hit = run["cached_tokens"] / run["prompt_tokens"] if run["prompt_tokens"] else 0
+            rows.append({"policy": result["policy"], "replicas": result["replicas"],
+                         "rate": rate, "live_p95_ms": live_p95, "sim_p95_ms": sim.p95(),
+                         "p95_diff": _rel(sim.p95(), live_p95), "live_hit": round(live_hit, 4),
+                         "sim_hit": round(sim.hit_ratio, 4),
+                         "hit_diff": _rel(sim.hit_ratio, live_hit),
+                         "live_p50_ms": _num(run["ttft_ms"]["p50"]),
+                         "sim_p50_ms": sim.ttft_ms["p50"]})
+    return rows
+
+
+def _blocks(engine_args: list[str]) -> int:
+    args = list(engine_args)
+    return int(args[args.index("--num-kv-blocks") + 1]) if "--num-kv-blocks" in args else 4096
+
+
+def _num(value) -> float:
+    return float("inf") if value in (None, "inf") else float(value)
+
+
+def _rel(sim: float, live: float) -> float | None:
+    if not live or live == float("inf") or sim == float("inf"):
+        return None
+    return round((sim - live) / live, 3)

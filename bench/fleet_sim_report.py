@@ -1,0 +1,148 @@
+"""The fleet simulator's scenarios and their report (Markdown + JSON).
+
+    python -m bench.fleet_sim_report --scenario scale|hot|gateways|all [--out DIR]
+    python -m bench.fleet_sim_report --scenario calibrate --live DIR/fleet_live.json
+
+- `scale`: 4, 16, 64 and 256 replicas, every policy, chat / rag / groups traces with as
+  many apps (or documents, groups) as replicas, at one per-replica rate; then the highest
+  rate within the SLO for round robin, prefix and prefix+kv.
+- `hot`: one prefix takes half the traffic; how far the busiest replica is from the mean.
+- `gateways`: one gateway against two, with and without KV events.
+- `calibrate`: the live fleet bench's own trace and rates (`bench/fleet_live.py`'s JSON) on
+  three simulated replicas, side by side with what the live run measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from pathlib import Path
+
+from bench.fleet_sim import SIM_POLICIES, SimConfig, SimResult, simulate
+from bench.fleet_sim_workloads import TraceSizes
+
+SIZES = (4, 16, 64, 256)
+PER_REPLICA_RATE = {"chat": 3.0, "rag": 1.5, "groups": 3.0}
+
+
+def traces(workload: str, replicas: int) -> TraceSizes:
+    """A trace whose shared prefixes grow with the fleet: one app, two documents or one
+    group per replica (a fleet is as large as the traffic it serves)."""
+    groups = {"chat": replicas, "rag": 2 * replicas, "groups": replicas}.get(workload, replicas)
+    return TraceSizes(groups=max(4, groups))
+
+
+def run(config: SimConfig, rows: list[dict]) -> SimResult:
+    result = simulate(config)
+    rows.append(result.row())
+    r = result.row()
+    print(f"[sim] {r['replicas']:>3} x {r['policy']:<12} gw={r['gateways']} {r['workload']:<6} "
+          f"@{r['rate']:>7.1f}/s p95 {r['ttft_p95_ms']:>8} ms hit {r['hit_ratio']:.3f} "
+          f"busy max/mean {r['busy_max_over_mean']:.2f} served max/mean "
+          f"{r['served_max_over_mean']:.2f}", file=sys.stderr, flush=True)
+    return result
+
+
+def highest_rate(base: SimConfig, slo_ms: float, rows: list[dict], refine: int = 4) -> float:
+    """The highest rate whose p95 TTFT stays within `slo_ms`: doubling, then bisection."""
+    lo, hi, rate = 0.0, math.inf, base.rate
+    while hi == math.inf and rate < base.rate * 64:
+        if run(dataclasses.replace(base, rate=rate), rows).p95() <= slo_ms:
+            lo, rate = rate, rate * 2
+        else:
+            hi = rate
+    if lo == 0.0:
+        rate = base.rate / 2
+        while lo == 0.0 and rate > base.rate / 64:
+            if run(dataclasses.replace(base, rate=rate), rows).p95() <= slo_ms:
+                lo = rate
+            else:
+                hi, rate = rate, rate / 2
+    for _ in range(refine if hi != math.inf else 0):
+        mid = math.sqrt(lo * hi)
+        if run(dataclasses.replace(base, rate=mid), rows).p95() <= slo_ms:
+            lo = mid
+        else:
+            hi = mid
+    return round(lo, 2)
+
+
+def scale(out: dict, duration_s: float, slo_ms: float) -> None:
+    rows: list[dict] = []
+    maxima: list[dict] = []
+    for workload in ("chat", "rag", "groups"):
+        for n in SIZES:
+            base = SimConfig(replicas=n, workload=workload, sizes=traces(workload, n),
+                             rate=PER_REPLICA_RATE[workload] * n, duration_s=duration_s,
+                             warmup_s=min(10.0, duration_s / 3))
+            for policy in SIM_POLICIES:
+                run(dataclasses.replace(base, policy=policy), rows)
+    for n in SIZES:
+        base = SimConfig(replicas=n, workload="chat", sizes=traces("chat", n),
+                         rate=PER_REPLICA_RATE["chat"] * n, duration_s=duration_s,
+                         warmup_s=min(10.0, duration_s / 3))
+        for policy in ("round_robin", "prefix", "prefix+kv"):
+            best = highest_rate(dataclasses.replace(base, policy=policy), slo_ms, [])
+            maxima.append({"replicas": n, "policy": policy, "max_rate_within_slo": best})
+            print(f"[sim] {n} x {policy}: highest rate within {slo_ms:g} ms: {best}/s",
+                  file=sys.stderr, flush=True)
+    out["scale"] = {"rows": rows, "max_rates": maxima}
+
+
+def hot(out: dict, duration_s: float) -> None:
+    rows: list[dict] = []
+    for n in (64, 256):
+        for share in (0.5, 0.9):
+            sizes = dataclasses.replace(traces("groups", n), hot_share=share)
+            for policy in ("round_robin", "prefix", "prefix+kv"):
+                run(SimConfig(replicas=n, workload="hot", policy=policy, sizes=sizes,
+                              rate=PER_REPLICA_RATE["groups"] * n, duration_s=duration_s,
+                              warmup_s=min(10.0, duration_s / 3)), rows)
+                rows[-1]["hot_share"] = share
+    out["hot"] = rows
+
+
+def gateways(out: dict, duration_s: float) -> None:
+    rows: list[dict] = []
+    for n in (64, 256):
+        for workload in ("chat", "rag"):
+            base = SimConfig(replicas=n, workload=workload, sizes=traces(workload, n),
+                             rate=PER_REPLICA_RATE[workload] * n, duration_s=duration_s,
+                             warmup_s=min(10.0, duration_s / 3))
+            for policy, m in (("prefix+kv", 1), ("prefix+kv", 2), ("prefix", 2), ("prefix", 4),
+                              ("prefix+kv", 4)):
+                run(dataclasses.replace(base, policy=policy, gateways=m), rows)
+    out["gateways"] = rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="Fleet simulator scenarios")
+    p.add_argument("--scenario", default="all",
+                   choices=["scale", "hot", "gateways", "calibrate", "all"])
+    p.add_argument("--duration", type=float, default=30.0)
+    p.add_argument("--slo-ms", type=float, default=700.0)
+    p.add_argument("--live", help="calibrate: the live fleet bench's JSON")
+    p.add_argument("--out", default="fleet-sim", help="folder for fleet_sim.json")
+    args = p.parse_args(argv)
+    out: dict = {}
+    if args.scenario in ("scale", "all"):
+        scale(out, args.duration, args.slo_ms)
+    if args.scenario in ("hot", "all"):
+        hot(out, args.duration)
+    if args.scenario in ("gateways", "all"):
+        gateways(out, args.duration)
+    if args.scenario == "calibrate":
+        from bench.fleet_sim_calibration import calibrate
+
+        out["calibrate"] = calibrate(json.loads(Path(args.live).read_text()))
+    folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"fleet_sim_{args.scenario}.json").write_text(json.dumps(out, indent=1))
+    print(json.dumps(out, indent=1)[:4000])
+
+
+if __name__ == "__main__":
+    main()
