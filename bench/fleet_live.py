@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--policies", default=",".join(POLICIES))
     p.add_argument("--duration", type=float, default=30.0)
     p.add_argument("--start-rate", type=float, default=1.0)
+    p.add_argument("--max-rate", type=float, default=16.0)
     p.add_argument("--refine", type=int, default=2)
     p.add_argument("--size", action="append", default=[], metavar="KEY=VALUE",
                    help="chat workload sizes (bench/workloads.py WorkloadSizes)")
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     sizes = WorkloadSizes().update(dict(kv.split("=", 1) for kv in args.size))
     settings = LiveSettings(duration_s=args.duration, start_rate=args.start_rate,
-                            refine=args.refine, sizes=sizes)
+                            max_rate=args.max_rate, refine=args.refine, sizes=sizes)
     policies = [x for x in args.policies.split(",") if x]
     policies.sort(key=lambda x: x != BASELINE)  # the baseline first: its rate is the yardstick
     started = time.time()

@@ -42,8 +42,14 @@ class Sent:
 
 
 def _sample(text: str, name: str, endpoint: str, extra: str = "") -> float:
-    prefix = f'headstart_endpoint_{name}{{endpoint="{endpoint}"{extra},upstream="fleet"}} '
-    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix))
+    """The sum of `headstart_endpoint_<name>` samples for `endpoint` whose labels include
+    `extra` (e.g. `outcome="retried"`)."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(f"headstart_endpoint_{name}{{") and f'endpoint="{endpoint}"' in line \
+                and extra in line:
+            total += float(line.split()[-1])
+    return total
 
 
 async def kill_run(settings: LiveSettings, rate: float, kill_at_s: float = 20.0,
@@ -66,7 +72,7 @@ async def kill_run(settings: LiveSettings, rate: float, kill_at_s: float = 20.0,
                                      _sample(text, "healthy", victim.url),
                                      _sample(text, "picks_total", victim.url),
                                      _sample(text, "requests_total", victim.url,
-                                             ',outcome="retried"')))
+                                             'outcome="retried"')))
                     await asyncio.sleep(0.1)
 
         async def one(messages: list[dict], record: Sent, active, pool: SessionPool) -> None:

@@ -1,4 +1,6 @@
 """One look at a replica: is it up (`GET /health`), and how loaded is it (`GET /metrics`).
+A replica that refuses the connection is gone; one that answers slowly or with an error
+may only be busy (the monitor waits for several such probes before ejecting it).
 
 Load is read from the metric names `headstart engine` and vLLM export: requests running and
 waiting, and KV cache use (`headstart_engine_kv_blocks_used / _total`, or vLLM's
@@ -64,14 +66,24 @@ def parse_metrics(text: str) -> ReplicaLoad:
                        min(1.0, max(0.0, usage)), blocks)
 
 
-async def probe(client: httpx.AsyncClient, origin: str) -> ReplicaLoad | None:
-    """The replica's load when `/health` answers 200, else None (down)."""
+@dataclass
+class ProbeFailure:
+    """Why a probe failed; `refused`: nothing listens there (the process is gone)."""
+
+    reason: str
+    refused: bool = False
+
+
+async def probe(client: httpx.AsyncClient, origin: str) -> ReplicaLoad | ProbeFailure:
+    """The replica's load when `/health` answers 200, else why not."""
     try:
         health = await client.get(origin + "/health")
         if health.status_code != 200:
-            return None
-    except httpx.HTTPError:
-        return None
+            return ProbeFailure(f"/health answered {health.status_code}")
+    except httpx.ConnectError as exc:
+        return ProbeFailure(f"cannot connect ({exc})", refused=True)
+    except httpx.HTTPError as exc:
+        return ProbeFailure(f"{type(exc).__name__}: {exc}")
     try:
         metrics = await client.get(origin + "/metrics")
     except httpx.HTTPError:

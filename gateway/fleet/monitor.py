@@ -1,9 +1,11 @@
 """Keeps a fleet's list of replicas current: DNS names resolved again, every replica probed,
 dead ones ejected and taken back once they answer.
 
-Every `health_interval_s` each replica is probed (`health.probe`): a failed probe ejects it,
-a passing one readmits it and reports its load. A request that cannot connect ejects its
-replica at once (`mark_down`), so new requests stop going there before the next probe.
+Every `health_interval_s` each replica is probed (`health.probe`): a refused connection
+ejects it at once, `unhealthy_after` failed probes in a row (timeouts, errors: a replica
+that is only busy answers late) eject it too, and a passing probe readmits it and reports
+its load. A request that cannot connect ejects its replica at once (`mark_down`), so new
+requests stop going there before the next probe.
 Every `dns_interval_s` the `dns+` names are resolved again; replicas that appear are added
 (healthy until a probe says otherwise), those that vanish removed.
 """
@@ -18,7 +20,7 @@ from typing import Protocol
 import httpx
 
 from gateway.fleet.endpoints import Endpoint, EndpointSpec, resolve_all
-from gateway.fleet.health import ReplicaLoad, probe
+from gateway.fleet.health import ProbeFailure, ReplicaLoad, probe
 
 log = logging.getLogger("headstart.gateway")
 
@@ -40,13 +42,15 @@ class FleetListener(Protocol):
 class FleetMonitor:
     def __init__(self, name: str, specs: list[EndpointSpec], listener: FleetListener, *,
                  health_interval_s: float = 1.0, dns_interval_s: float = 5.0,
-                 probe_timeout_s: float = 1.0) -> None:
+                 probe_timeout_s: float = 2.0, unhealthy_after: int = 3) -> None:
         self.name = name
         self.specs = specs
         self.listener = listener
         self.health_interval_s = health_interval_s
         self.dns_interval_s = dns_interval_s
         self.probe_timeout_s = probe_timeout_s
+        self.unhealthy_after = unhealthy_after
+        self.failed_probes: dict[str, int] = {}
         self.endpoints: dict[str, Endpoint] = {}
         self.down: set[str] = set()
         self.healthy: list[str] = []  # sorted URLs of the replicas requests may go to
@@ -68,10 +72,10 @@ class FleetMonitor:
         if self._client is not None:
             await self._client.aclose()
 
-    def mark_down(self, url: str) -> None:
-        """A request could not reach `url`: no new request goes there until a probe passes."""
+    def mark_down(self, url: str, why: str = "refused a connection") -> None:
+        """`url` is gone: no new request goes there until a probe passes."""
         if url in self.endpoints and url not in self.down:
-            log.warning("upstream %r: endpoint %s is down", self.name, url)
+            log.warning("upstream %r: endpoint %s is down: %s", self.name, url, why)
             self.down.add(url)
             self._update_healthy()
             self.listener.endpoint_down(url)
@@ -106,6 +110,7 @@ class FleetMonitor:
         for url in [u for u in self.endpoints if u not in found]:
             gone = self.endpoints.pop(url)
             self.down.discard(url)
+            self.failed_probes.pop(url, None)
             log.warning("upstream %r: endpoint %s left", self.name, url)
             self.listener.endpoint_removed(gone)
         for url, endpoint in found.items():
@@ -122,8 +127,11 @@ class FleetMonitor:
         for url, load in zip(urls, loads, strict=True):
             if url not in self.endpoints:
                 continue  # removed while probing
-            if load is None:
-                self.mark_down(url)
+            if isinstance(load, ProbeFailure):
+                failed = self.failed_probes[url] = self.failed_probes.get(url, 0) + 1
+                if load.refused or failed >= self.unhealthy_after:
+                    self.mark_down(url, load.reason)
             else:
+                self.failed_probes.pop(url, None)
                 self._mark_up(url)
                 self.listener.endpoint_load(url, load)

@@ -196,8 +196,10 @@ class FleetUpstream(Upstream):
         keys, tokens = self.prompts.keys(request) if self.prompts is not None else ([], 0)
         tried: set[str] = set()
         error: APIError | None = None
+        # every replica looks down: try them anyway (a refusal is quick, a probe may be late)
+        pool = [u for u in self.monitor.healthy if u in self.replicas] or sorted(self.replicas)
         while True:
-            candidates = [u for u in self.monitor.healthy if u not in tried and u in self.replicas]
+            candidates = [u for u in pool if u not in tried]
             if not candidates:
                 raise error or self.error(
                     503, "no healthy endpoint" + (f" ({len(tried)} tried)" if tried else ""),

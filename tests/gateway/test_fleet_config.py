@@ -1,12 +1,17 @@
-"""Fleet upstream configuration, endpoint resolution and the replica probe's parsing."""
+"""Fleet upstream configuration, endpoint resolution, the replica probe and the monitor
+that ejects replicas."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from bench.processes import free_port
 from gateway.config import ConfigError, GatewayConfig
 from gateway.fleet.endpoints import Endpoint, EndpointSpec, resolve, resolve_all
 from gateway.fleet.health import ReplicaLoad, parse_metrics
+from gateway.fleet.monitor import FleetMonitor
 from gateway.upstreams import build_upstream
 from gateway.upstreams.fleet import FleetUpstream
 
@@ -75,3 +80,43 @@ def test_probe_reads_headstart_and_vllm_metrics() -> None:
             'vllm:cache_config_info{block_size="16",num_gpu_blocks="9000"} 1.0\n')
     assert parse_metrics(vllm) == ReplicaLoad(4, 1, 0.5, 9000)
     assert parse_metrics("") == ReplicaLoad()
+
+
+class _Listener:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def endpoint_added(self, endpoint: Endpoint) -> None:
+        self.calls.append(("added", endpoint.url))
+
+    def endpoint_removed(self, endpoint: Endpoint) -> None:
+        self.calls.append(("removed", endpoint.url))
+
+    def endpoint_down(self, url: str) -> None:
+        self.calls.append(("down", url))
+
+    def endpoint_up(self, url: str) -> None:
+        self.calls.append(("up", url))
+
+    def endpoint_load(self, url: str, load: ReplicaLoad) -> None:
+        self.calls.append(("load", url))
+
+
+async def test_a_refused_replica_is_ejected_at_once_a_silent_one_after_three_probes(
+        blackhole) -> None:
+    refused = f"http://127.0.0.1:{free_port()}/v1"
+    silent = f"http://127.0.0.1:{blackhole.port}/v1"
+    listener = _Listener()
+    monitor = FleetMonitor("fleet", [EndpointSpec(refused), EndpointSpec(silent)], listener,
+                           health_interval_s=0.05, probe_timeout_s=0.1, unhealthy_after=3)
+    await monitor.start()  # resolves and probes once
+    try:
+        assert ("down", refused) in listener.calls and ("down", silent) not in listener.calls
+        assert monitor.healthy == [silent] and monitor.failed_probes[silent] == 1
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if ("down", silent) in listener.calls:
+                break
+        assert monitor.healthy == [] and monitor.failed_probes[silent] >= 3
+    finally:
+        await monitor.aclose()
