@@ -7,7 +7,9 @@ gateways that pick a replica with `gateway.fleet.picker.EndpointPicker` over the
 schedule and cache like the bundled engine (`bench/fleet_sim_engine.py`), scrapes of every
 replica's load every `scrape_s`, and, with `prefix+kv`, KV events from every replica to every
 gateway after `event_delay_s`. TTFT is the replica's first token minus the arrival, plus a
-fixed `overhead_s` for the gateway, HTTP and detokenising.
+fixed `overhead_s` for the gateway, HTTP and detokenising. With `cores`, the replicas share
+that many cores (as three one-thread replicas share this machine's two): a step lasts
+longer by the number of replicas stepping over `cores`, when that is above one.
 
 Policies: random, round_robin, least_loaded, session, prefix (the gateway's own record of
 what it sent where), prefix+kv (the same with KV events). Scenarios and the calibration
@@ -54,6 +56,7 @@ class SimConfig:
     budget: int = 512
     costs: StepCosts = field(default_factory=StepCosts)
     overhead_s: float = 0.004
+    cores: float | None = None  # replicas share this many cores (a step slows when more run)
     scrape_s: float = 1.0
     event_delay_s: float = 0.005
     prime: bool = True  # read each group's prefix once before the run, as the live bench does
@@ -127,6 +130,7 @@ class FleetSim:
         self.kv = config.policy == "prefix+kv"
         self._prefix_keys: dict[int, list[int]] = {}  # a shared prefix's block keys
         self._known: dict[str, list[int]] = {}  # a session's keys so far (its last answer's)
+        self._stepping = 0  # replicas with a step under way
 
     # ---------------------------------------------------------------- the clock
 
@@ -207,9 +211,15 @@ class FleetSim:
     def _step(self, replica: SimReplica) -> None:
         chosen, duration = replica.plan()
         if not chosen:
-            replica.stepping = False
+            if replica.stepping:
+                replica.stepping = False
+                self._stepping -= 1
             return
-        replica.stepping = True
+        if not replica.stepping:
+            replica.stepping = True
+            self._stepping += 1
+        if self.c.cores:  # replicas sharing too few cores each run slower
+            duration *= max(1.0, self._stepping / self.c.cores)
         self.at(self.now + duration, lambda: self._step_done(replica, chosen, duration))
 
     def _step_done(self, replica: SimReplica, chosen, duration: float) -> None:

@@ -25,7 +25,8 @@ def live_duration(duration_s: float, rate: float, min_requests: int = 20) -> flo
     return max(duration_s, min(min_requests / rate, 60.0))
 
 
-def calibrate(live: dict, costs: StepCosts | None = None, overhead_s: float = 0.004) -> list[dict]:
+def calibrate(live: dict, costs: StepCosts | None = None, overhead_s: float = 0.004,
+              cores: float | None = 2.0) -> list[dict]:
     settings = live["settings"]
     sizes = WorkloadSizes(**settings["sizes"])
     rows = []
@@ -40,7 +41,7 @@ def calibrate(live: dict, costs: StepCosts | None = None, overhead_s: float = 0.
                 duration_s=live_duration(settings["duration_s"], rate),
                 warmup_s=settings["warmup_s"], drain_s=settings["drain_s"],
                 capacity_blocks=_blocks(settings["engine_args"]), live_sizes=sizes,
-                costs=costs or StepCosts(), overhead_s=overhead_s)
+                costs=costs or StepCosts(), overhead_s=overhead_s, cores=cores)
             sim = simulate(config)
             live_p95 = _num(run["ttft_ms"]["p95"])
             live_hit = run["cached_tokens"] / run["prompt_tokens"] if run["prompt_tokens"] else 0

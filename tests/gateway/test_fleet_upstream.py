@@ -1,19 +1,23 @@
 """A fleet upstream in front of real `headstart engine` replicas (two, publishing KV events):
-prefix routing and its header, KV events shared by two gateways, DNS endpoints, and real
+prefix routing and its header, KV events shared by two gateways, a WebSocket kept on one
+replica, DNS endpoints, and real
 kills: a refused replica's requests go to the survivor, a stream cut mid-way ends with an
 error naming the replica, and a replica that comes back is used again."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
 from openai import OpenAI
+from websockets.sync.client import connect
 
 from bench.fleet_replicas import EngineReplica, start_replicas, stop_replicas
 from engine.protocol import ChatCompletionRequest
+from gateway.fleet.picker import rendezvous
 from tests.gateway.conftest import GatewayThread, scrape, wait_until
 
 MODEL = "smollm2-135m-instruct"
@@ -81,6 +85,20 @@ def test_kv_events_tell_a_second_gateway_where_a_prefix_lives(replicas) -> None:
     finally:
         one.stop()
         two.stop()
+
+
+def test_one_websocket_is_one_session_on_one_replica(replicas, start_gateway) -> None:
+    base = start_gateway(fleet_config(replicas, balance="session"))
+    used = set()
+    with connect(base.replace("http://", "ws://") + "/v1/ws") as ws:
+        session = json.loads(ws.recv())["session_id"]
+        for topic in ("bread", "tides", "chess"):  # unrelated prompts: nothing shared
+            ws.send(json.dumps({"model": MODEL, "max_tokens": 2, "messages": [
+                {"role": "user", "content": f"One word about {topic}?"}]}))
+            while (message := json.loads(ws.recv())).get("type") != "done":
+                assert message.get("type") != "error", message
+            used.add(message["headers"]["x-headstart-endpoint"])
+    assert used == {rendezvous(session, sorted(r.url for r in replicas))}
 
 
 def test_dns_endpoints_use_the_addresses_that_answer(replicas, start_gateway) -> None:
