@@ -107,6 +107,7 @@ class LiveSettings:
     drain_s: float = 30.0
     start_rate: float = 1.0
     max_rate: float = 16.0
+    min_rate: float = 0.25  # a sweep that fails here stops: no passing rate
     refine: int = 2
     slo_ms: float = 700.0
     seed: int = 0

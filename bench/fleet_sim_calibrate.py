@@ -3,11 +3,11 @@
     flock /tmp/headstart-bench.lock python -m bench.fleet_sim_calibrate [--threads 1]
 
 Runs `LLMEngine` in this process with one torch thread (as each live replica runs) and
-times single steps: a prefill of N uncached tokens (N = 32 … 512, and 64 new tokens behind
-1,024 cached ones, to see whether the context matters), and decode steps of k = 1 … 16
-requests. A least-squares line through each gives the step's fixed cost, the cost per
-prefill token and per decoding request. Medians of `--repeats` steps; the machine is
-shared, so run it twice and compare.
+times single steps: a prefill of N new tokens behind C cached ones (N = 32 … 512, C = 0 and
+1,024), and decode steps of k = 1 … 16 requests. Least squares give the step's fixed cost
+(from the decodes), the cost per prefill token and per (query, context) token pair
+attended (from the prefills), and per decoding request. Medians of `--repeats` steps; the
+machine is shared, so run it twice and compare.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import random
 import statistics
 import time
 
+import numpy as np
 import torch
 
 from engine import EngineConfig, LLMEngine, SamplingParams
@@ -31,6 +32,14 @@ def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
     slope = (sum((x - mx) * (y - my) for x, y in points)
              / sum((x - mx) ** 2 for x, _ in points))
     return my - slope * mx, slope
+
+
+def _fit_prefill(points: list[tuple[int, int, float]], fixed_s: float) -> tuple[float, float]:
+    """(seconds per new token, per attended pair) fitting t - fixed = a N + b N (C + N/2)."""
+    rows = np.array([[n, n * (c + n / 2)] for n, c, _ in points])
+    times = np.array([t - fixed_s for _, _, t in points])
+    (per_token, per_pair), *_ = np.linalg.lstsq(rows, times, rcond=None)
+    return float(per_token), float(per_pair)
 
 
 def _timed_step(engine: LLMEngine) -> float:
@@ -50,22 +59,18 @@ def measure(repeats: int = 7, seed: int = 0) -> dict:
     one = SamplingParams(max_tokens=1, temperature=0)
     engine.generate([ids(64)], one)  # warm-up: first calls allocate and pick kernels
     prefill = []
-    for n in (32, 64, 128, 256, 384, 512):
-        times = []
-        for _ in range(repeats):
-            engine.add_request(ids(n), one)
-            times.append(_timed_step(engine))
-            while engine.has_unfinished():
-                engine.step()
-        prefill.append((n, statistics.median(times)))
-    context = []
-    for _ in range(repeats):
-        shared = ids(1024)
-        engine.generate([shared], one)
-        engine.add_request(shared + ids(64), one)
-        context.append(_timed_step(engine))
-        while engine.has_unfinished():
-            engine.step()
+    for cached in (0, 1024):
+        for n in (32, 128, 256, 512):
+            times = []
+            for _ in range(repeats):
+                shared = ids(cached)
+                if cached:
+                    engine.generate([shared], one)
+                engine.add_request(shared + ids(n), one)
+                times.append(_timed_step(engine))
+                while engine.has_unfinished():
+                    engine.step()
+            prefill.append((n, cached, statistics.median(times)))
     decode = []
     for k in (1, 2, 4, 8, 16):
         long = SamplingParams(max_tokens=repeats + 3, temperature=0, ignore_eos=True)
@@ -76,11 +81,10 @@ def measure(repeats: int = 7, seed: int = 0) -> dict:
         while engine.has_unfinished():
             engine.step()
         decode.append((k, statistics.median(times)))
-    p0, per_token = _fit(prefill)
     d0, per_seq = _fit(decode)
+    per_token, per_pair = _fit_prefill(prefill, d0)
     return {"step_s": round(d0, 5), "prefill_token_s": round(per_token, 7),
-            "decode_seq_s": round(per_seq, 6), "prefill_intercept_s": round(p0, 5),
-            "prefill_64_after_1024_cached_s": round(statistics.median(context), 5),
+            "decode_seq_s": round(per_seq, 6), "attend_pair_s": round(per_pair, 10),
             "prefill_points": prefill, "decode_points": decode}
 
 

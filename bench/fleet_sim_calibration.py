@@ -30,7 +30,8 @@ def calibrate(live: dict, costs: StepCosts | None = None, overhead_s: float = 0.
     settings = live["settings"]
     sizes = WorkloadSizes(**settings["sizes"])
     rows = []
-    for result in live["policies"]:
+    results = list(live["policies"]) + ([live["single"]] if live.get("single") else [])
+    for result in results:
         for run in result["runs"]:
             rate = float(run["rate"])
             config = SimConfig(

@@ -7,6 +7,7 @@ come first served up to `max_num_seqs`, and registers every block a step complet
 prefix cache of `capacity_blocks` blocks. A step lasts
 
     step_s + prefill_token_s x prefill tokens + decode_seq_s x decoding requests
+           + attend_pair_s x (query token, context token) pairs attended
 
 (`StepCosts`, measured on the real engine by `bench/fleet_sim_calibrate.py`). Blocks leave
 the cache in LRU order (a prefilling request touches its blocks every step, so they are the
@@ -22,15 +23,18 @@ from typing import Any
 
 @dataclass
 class StepCosts:
-    """Seconds per engine step; defaults: `headstart engine`, one thread, on the 2-core
-    development machine (bench/fleet_sim_calibrate.py, 2026-11-25)."""
+    """Seconds per engine step. Defaults: `headstart engine` with one torch thread and no
+    compiled kernels on the shared 2-core development machine (`python -m
+    bench.fleet_sim_calibrate`, 2026-11-25, under other work: slower than a quiet run)."""
 
-    step_s: float = 0.012
-    prefill_token_s: float = 0.00045
-    decode_seq_s: float = 0.0015
+    step_s: float = 0.034
+    prefill_token_s: float = 0.0027
+    decode_seq_s: float = 0.0044
+    attend_pair_s: float = 2.5e-6  # one query token against one context token
 
-    def step(self, prefill_tokens: int, decodes: int) -> float:
-        return self.step_s + self.prefill_token_s * prefill_tokens + self.decode_seq_s * decodes
+    def step(self, prefill_tokens: int, decodes: int, pairs: float = 0.0) -> float:
+        return (self.step_s + self.prefill_token_s * prefill_tokens
+                + self.decode_seq_s * decodes + self.attend_pair_s * pairs)
 
 
 @dataclass(eq=False)
@@ -112,9 +116,16 @@ class SimReplica:
                 extra = min(r.prompt_tokens - r.computed - n, budget)
                 chosen[r] = n + extra
                 budget -= extra
-        prefill = sum(n for r, n in chosen.items() if r.prefilling)
-        decodes = sum(1 for r in chosen if not r.prefilling)
-        return chosen, self.costs.step(prefill, decodes)
+        prefill = decodes = 0
+        pairs = 0.0
+        for r, n in chosen.items():
+            if r.prefilling:
+                prefill += n
+                pairs += n * (r.computed + n / 2)  # each new token sees those before it
+            else:
+                decodes += 1
+                pairs += r.prompt_tokens + r.generated
+        return chosen, self.costs.step(prefill, decodes, pairs)
 
     def finish_step(self, chosen: dict[SimRequest, int], now: float,
                     duration: float) -> StepResult:
