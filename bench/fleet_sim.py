@@ -71,8 +71,9 @@ class SimResult:
     requests: int
     ttft_ms: dict[str, float]
     hit_ratio: float  # cached prompt tokens / prompt tokens
-    busy_max_over_mean: float  # replicas' compute time, busiest over mean
+    busy_max_over_mean: float  # replicas' time spent stepping, busiest over mean
     served_max_over_mean: float  # requests served, busiest replica over mean
+    held_max_over_mean: float  # requests held (queued or running) on average over the run
     unfinished: int
 
     def p95(self) -> float:
@@ -86,6 +87,7 @@ class SimResult:
                 "hit_ratio": round(self.hit_ratio, 4),
                 "busy_max_over_mean": round(self.busy_max_over_mean, 3),
                 "served_max_over_mean": round(self.served_max_over_mean, 3),
+                "held_max_over_mean": round(self.held_max_over_mean, 3),
                 "unfinished": self.unfinished}
 
 
@@ -204,7 +206,7 @@ class FleetSim:
             self._known[session.id] = answer_keys  # the next turn's prompt starts so
         request = SimRequest(keys, answer_keys, len(prompt), n_answer, self.now, record)
         replica = self.replicas[pick.endpoint]
-        replica.submit(request)
+        replica.submit(request, self.now)
         if not replica.stepping:
             self._step(replica)
 
@@ -274,11 +276,14 @@ class FleetSim:
         cached = sum(r.cached for r in done)
         busy = [r.busy_s for r in self.replicas.values()]
         served = [r.served for r in self.replicas.values()]
+        for r in self.replicas.values():
+            r.note(self.now)
+        held = [r.held_area for r in self.replicas.values()]
         return SimResult(
             self.c, len(measured),
             {f"p{p}": _ms(percentile(ttfts, p)) for p in (50, 95, 99)},
             cached / prompt if prompt else 0.0, _max_over_mean(busy), _max_over_mean(served),
-            sum(r.ttft_s is None for r in measured))
+            _max_over_mean(held), sum(r.ttft_s is None for r in measured))
 
 
 def _extend(known: list[int], tokens: list[int], block_size: int) -> list[int]:

@@ -81,8 +81,16 @@ class SimReplica:
         self.busy_s = 0.0
         self.served = 0
         self.stepping = False
+        self.held_area = 0.0  # integral of requests held (queued or running) over time
+        self._held_since = 0.0
 
-    def submit(self, request: SimRequest) -> None:
+    def note(self, now: float) -> None:
+        """Account the requests held since the last change, before the count changes."""
+        self.held_area += (len(self.waiting) + len(self.running)) * (now - self._held_since)
+        self._held_since = now
+
+    def submit(self, request: SimRequest, now: float = 0.0) -> None:
+        self.note(now)
         self.waiting.append(request)
 
     @property
@@ -132,6 +140,7 @@ class SimReplica:
         """Apply a planned step that ended at `now`."""
         result = StepResult(duration)
         self.busy_s += duration
+        self.note(now)
         for r, n in chosen.items():
             if r.prefilling:
                 r.computed += n

@@ -4,8 +4,8 @@
     python -m bench.fleet_sim_report --scenario calibrate --live DIR/fleet_live.json
 
 - `scale`: 4, 16, 64 and 256 replicas, every policy, chat / rag / groups traces with as
-  many apps (or documents, groups) as replicas, at one per-replica rate; then the highest
-  rate within the SLO for round robin, prefix and prefix+kv.
+  many apps (groups; twice as many documents) as replicas, at one per-replica rate; then
+  the highest chat rate within the SLO for round robin, prefix and prefix+kv.
 - `hot`: one prefix takes half the traffic; how far the busiest replica is from the mean.
 - `gateways`: one gateway against two, with and without KV events.
 - `calibrate`: the live fleet bench's own trace and rates (`bench/fleet_live.py`'s JSON) on
@@ -22,10 +22,14 @@ import sys
 from pathlib import Path
 
 from bench.fleet_sim import SIM_POLICIES, SimConfig, SimResult, simulate
+from bench.fleet_sim_calibration import calibrate
 from bench.fleet_sim_workloads import TraceSizes
 
 SIZES = (4, 16, 64, 256)
-PER_REPLICA_RATE = {"chat": 3.0, "rag": 1.5, "groups": 3.0}
+# requests per second per replica: about half of what prefix routing keeps within the SLO
+# with this machine's step costs (a cold 1,500-token document costs a replica seconds)
+PER_REPLICA_RATE = {"chat": 0.5, "rag": 0.05, "groups": 0.5, "hot": 0.5}
+DURATION_FACTOR = {"rag": 10.0}  # rare requests: a longer window for as many of them
 
 
 def traces(workload: str, replicas: int) -> TraceSizes:
@@ -35,14 +39,24 @@ def traces(workload: str, replicas: int) -> TraceSizes:
     return TraceSizes(groups=max(4, groups))
 
 
+def base_config(workload: str, replicas: int, duration_s: float, **kw) -> SimConfig:
+    """A scenario's run: the workload's per-replica rate and window, prefixes per fleet size."""
+    duration = duration_s * DURATION_FACTOR.get(workload, 1.0)
+    sizes = traces("groups" if workload == "hot" else workload, replicas)
+    return SimConfig(replicas=replicas, workload=workload, sizes=sizes,
+                     rate=PER_REPLICA_RATE[workload] * replicas, duration_s=duration,
+                     warmup_s=min(10.0, duration / 3), **kw)
+
+
 def run(config: SimConfig, rows: list[dict]) -> SimResult:
     result = simulate(config)
     rows.append(result.row())
     r = result.row()
     print(f"[sim] {r['replicas']:>3} x {r['policy']:<12} gw={r['gateways']} {r['workload']:<6} "
           f"@{r['rate']:>7.1f}/s p95 {r['ttft_p95_ms']:>8} ms hit {r['hit_ratio']:.3f} "
-          f"busy max/mean {r['busy_max_over_mean']:.2f} served max/mean "
-          f"{r['served_max_over_mean']:.2f}", file=sys.stderr, flush=True)
+          f"max/mean busy {r['busy_max_over_mean']:.2f} served "
+          f"{r['served_max_over_mean']:.2f} held {r['held_max_over_mean']:.2f}",
+          file=sys.stderr, flush=True)
     return result
 
 
@@ -75,17 +89,11 @@ def scale(out: dict, duration_s: float, slo_ms: float) -> None:
     maxima: list[dict] = []
     for workload in ("chat", "rag", "groups"):
         for n in SIZES:
-            base = SimConfig(replicas=n, workload=workload, sizes=traces(workload, n),
-                             rate=PER_REPLICA_RATE[workload] * n, duration_s=duration_s,
-                             warmup_s=min(10.0, duration_s / 3))
             for policy in SIM_POLICIES:
-                run(dataclasses.replace(base, policy=policy), rows)
+                run(base_config(workload, n, duration_s, policy=policy), rows)
     for n in SIZES:
-        base = SimConfig(replicas=n, workload="chat", sizes=traces("chat", n),
-                         rate=PER_REPLICA_RATE["chat"] * n, duration_s=duration_s,
-                         warmup_s=min(10.0, duration_s / 3))
         for policy in ("round_robin", "prefix", "prefix+kv"):
-            best = highest_rate(dataclasses.replace(base, policy=policy), slo_ms, [])
+            best = highest_rate(base_config("chat", n, duration_s, policy=policy), slo_ms, [])
             maxima.append({"replicas": n, "policy": policy, "max_rate_within_slo": best})
             print(f"[sim] {n} x {policy}: highest rate within {slo_ms:g} ms: {best}/s",
                   file=sys.stderr, flush=True)
@@ -96,11 +104,10 @@ def hot(out: dict, duration_s: float) -> None:
     rows: list[dict] = []
     for n in (64, 256):
         for share in (0.5, 0.9):
-            sizes = dataclasses.replace(traces("groups", n), hot_share=share)
             for policy in ("round_robin", "prefix", "prefix+kv"):
-                run(SimConfig(replicas=n, workload="hot", policy=policy, sizes=sizes,
-                              rate=PER_REPLICA_RATE["groups"] * n, duration_s=duration_s,
-                              warmup_s=min(10.0, duration_s / 3)), rows)
+                config = base_config("hot", n, duration_s, policy=policy)
+                config.sizes.hot_share = share
+                run(config, rows)
                 rows[-1]["hot_share"] = share
     out["hot"] = rows
 
@@ -108,13 +115,10 @@ def hot(out: dict, duration_s: float) -> None:
 def gateways(out: dict, duration_s: float) -> None:
     rows: list[dict] = []
     for n in (64, 256):
-        for workload in ("chat", "rag"):
-            base = SimConfig(replicas=n, workload=workload, sizes=traces(workload, n),
-                             rate=PER_REPLICA_RATE[workload] * n, duration_s=duration_s,
-                             warmup_s=min(10.0, duration_s / 3))
-            for policy, m in (("prefix+kv", 1), ("prefix+kv", 2), ("prefix", 2), ("prefix", 4),
-                              ("prefix+kv", 4)):
-                run(dataclasses.replace(base, policy=policy, gateways=m), rows)
+        for workload in ("chat", "groups"):
+            for policy, m in (("prefix+kv", 1), ("prefix+kv", 2), ("prefix", 2),
+                              ("prefix+kv", 4), ("prefix", 4)):
+                run(base_config(workload, n, duration_s, policy=policy, gateways=m), rows)
     out["gateways"] = rows
 
 
@@ -122,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Fleet simulator scenarios")
     p.add_argument("--scenario", default="all",
                    choices=["scale", "hot", "gateways", "calibrate", "all"])
-    p.add_argument("--duration", type=float, default=30.0)
+    p.add_argument("--duration", type=float, default=60.0)
     p.add_argument("--slo-ms", type=float, default=700.0)
     p.add_argument("--live", help="calibrate: the live fleet bench's JSON")
     p.add_argument("--out", default="fleet-sim", help="folder for fleet_sim.json")
@@ -135,8 +139,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.scenario in ("gateways", "all"):
         gateways(out, args.duration)
     if args.scenario == "calibrate":
-        from bench.fleet_sim_calibration import calibrate
-
         out["calibrate"] = calibrate(json.loads(Path(args.live).read_text()))
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from gateway.fleet.block_keys import block_keys
 from gateway.fleet.picker import EndpointPicker
 from gateway.fleet.prompt_tokens import load_tokenizer
 
-COSTS = StepCosts(step_s=0.01, prefill_token_s=0.001, decode_seq_s=0.002)
+COSTS = StepCosts(step_s=0.01, prefill_token_s=0.001, decode_seq_s=0.002, attend_pair_s=0.0)
 
 
 def request(tokens: list[int], answer: int = 2) -> SimRequest:
@@ -36,6 +36,14 @@ def test_replica_decodes_first_then_prefills_within_the_budget() -> None:
     assert result.first_tokens == [short] and short.first_token_at == 2.0
     chosen, duration = r.plan()
     assert chosen == {short: 1, long: 4} and duration == 0.01 + 4 * 0.001 + 0.002
+
+
+def test_a_step_costs_its_attended_pairs_too() -> None:
+    r = SimReplica("r", StepCosts(0.01, 0.001, 0.002, attend_pair_s=1e-4), capacity_blocks=64,
+                   block_size=4)
+    r.submit(request(list(range(30))))
+    _, duration = r.plan()  # all 30 tokens, each attending the ones before it: 30 x 15 pairs
+    assert duration == 0.01 + 30 * 0.001 + 30 * 15 * 1e-4
 
 
 def test_replica_reuses_cached_blocks_and_evicts_least_recently_used() -> None:
@@ -84,13 +92,13 @@ def test_the_live_chat_trace_is_what_the_engine_reads() -> None:
 
 
 def test_prefix_routing_beats_round_robin_on_hit_ratio_with_the_real_picker() -> None:
-    base = SimConfig(replicas=4, workload="chat", rate=8.0, duration_s=20.0, warmup_s=5.0,
+    base = SimConfig(replicas=4, workload="chat", rate=1.0, duration_s=60.0, warmup_s=10.0,
                      sizes=TraceSizes(groups=8), capacity_blocks=512)
     sim = FleetSim(base)
     assert all(isinstance(g.picker, EndpointPicker) for g in sim.gateways)
     prefix = sim.run()
     rr = simulate(SimConfig(**{**base.__dict__, "policy": "round_robin"}))
-    assert prefix.requests == rr.requests > 100
+    assert prefix.requests == rr.requests > 50
     assert prefix.hit_ratio > rr.hit_ratio + 0.1
     assert simulate(base).row() == prefix.row()  # deterministic
 
