@@ -74,6 +74,7 @@ class SimResult:
     busy_max_over_mean: float  # replicas' time spent stepping, busiest over mean
     served_max_over_mean: float  # requests served, busiest replica over mean
     held_max_over_mean: float  # requests held (queued or running) on average over the run
+    utilization: float  # the replicas' mean share of the run spent stepping
     unfinished: int
 
     def p95(self) -> float:
@@ -88,6 +89,7 @@ class SimResult:
                 "busy_max_over_mean": round(self.busy_max_over_mean, 3),
                 "served_max_over_mean": round(self.served_max_over_mean, 3),
                 "held_max_over_mean": round(self.held_max_over_mean, 3),
+                "utilization": round(self.utilization, 3),
                 "unfinished": self.unfinished}
 
 
@@ -283,7 +285,8 @@ class FleetSim:
             self.c, len(measured),
             {f"p{p}": _ms(percentile(ttfts, p)) for p in (50, 95, 99)},
             cached / prompt if prompt else 0.0, _max_over_mean(busy), _max_over_mean(served),
-            _max_over_mean(held), sum(r.ttft_s is None for r in measured))
+            _max_over_mean(held), sum(busy) / len(busy) / max(self.now, 1e-9),
+            sum(r.ttft_s is None for r in measured))
 
 
 def _extend(known: list[int], tokens: list[int], block_size: int) -> list[int]:

@@ -55,7 +55,8 @@ def run(config: SimConfig, rows: list[dict]) -> SimResult:
     print(f"[sim] {r['replicas']:>3} x {r['policy']:<12} gw={r['gateways']} {r['workload']:<6} "
           f"@{r['rate']:>7.1f}/s p95 {r['ttft_p95_ms']:>8} ms hit {r['hit_ratio']:.3f} "
           f"max/mean busy {r['busy_max_over_mean']:.2f} served "
-          f"{r['served_max_over_mean']:.2f} held {r['held_max_over_mean']:.2f}",
+          f"{r['served_max_over_mean']:.2f} held {r['held_max_over_mean']:.2f} "
+          f"utilization {r['utilization']:.2f}",
           file=sys.stderr, flush=True)
     return result
 
@@ -101,14 +102,19 @@ def scale(out: dict, duration_s: float, slo_ms: float) -> None:
 
 
 def hot(out: dict, duration_s: float) -> None:
+    """One prefix takes half (or 90%) of the traffic; at the usual rate, and at twice it,
+    where the replicas are busy enough for load to matter (round robin is then far past
+    the SLO)."""
     rows: list[dict] = []
     for n in (64, 256):
-        for share in (0.5, 0.9):
-            for policy in ("round_robin", "prefix", "prefix+kv"):
-                config = base_config("hot", n, duration_s, policy=policy)
-                config.sizes.hot_share = share
-                run(config, rows)
-                rows[-1]["hot_share"] = share
+        for per_replica in (PER_REPLICA_RATE["hot"], 2 * PER_REPLICA_RATE["hot"]):
+            for share in (0.5, 0.9):
+                for policy in ("round_robin", "prefix", "prefix+kv"):
+                    config = base_config("hot", n, duration_s, policy=policy)
+                    config.sizes.hot_share = share
+                    config.rate = per_replica * n
+                    run(config, rows)
+                    rows[-1]["hot_share"] = share
     out["hot"] = rows
 
 
