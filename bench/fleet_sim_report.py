@@ -76,7 +76,7 @@ def highest_rate(base: SimConfig, slo_ms: float, rows: list[dict], refine: int =
                 lo = rate
             else:
                 hi, rate = rate, rate / 2
-    for _ in range(refine if hi != math.inf else 0):
+    for _ in range(refine if 0.0 < lo and hi != math.inf else 0):
         mid = math.sqrt(lo * hi)
         if run(dataclasses.replace(base, rate=mid), rows).p95() <= slo_ms:
             lo = mid

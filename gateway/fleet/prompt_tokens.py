@@ -40,7 +40,7 @@ def load_tokenizer(path: str | None) -> Tokenizer:
 
 def cache_salt(request: ChatCompletionRequest | CompletionRequest) -> str | None:
     """vLLM's `cache_salt` request field: the replica's prefix cache is partitioned by it."""
-    salt = (request.model_extra or {}).get("cache_salt")
+    salt = getattr(request, "cache_salt", None) or (request.model_extra or {}).get("cache_salt")
     return salt if isinstance(salt, str) and salt else None
 
 

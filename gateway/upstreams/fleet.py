@@ -75,7 +75,7 @@ class FleetUpstream(Upstream):
                                             on_event=self._kv_event)
         self.prompts: PromptTokens | None = None
         self.metrics = EndpointMetrics(self.name, self._gauges)
-        self._queued: dict[str, ReplicaLoad] = {}
+        self._scraped: dict[str, ReplicaLoad] = {}
         self._template = OpenAICompatUpstream(config.model_copy(update={
             "base_url": "http://fleet.invalid/v1", "endpoints": []}))
 
@@ -122,7 +122,7 @@ class FleetUpstream(Upstream):
         return None
 
     def endpoint_load(self, url: str, load: ReplicaLoad) -> None:
-        self._queued[url] = load
+        self._scraped[url] = load
         self.tracker.observe(url, load.running, load.waiting, load.kv_usage)
         if load.kv_blocks:
             self.picker.locator.set_capacity(url, load.kv_blocks)
@@ -134,8 +134,8 @@ class FleetUpstream(Upstream):
         down = self.monitor.down
         return {url: EndpointGauges(
             in_flight=self.tracker.load(url).in_flight, healthy=url not in down,
-            queued=self._queued.get(url, ReplicaLoad()).waiting,
-            kv_usage=self._queued.get(url, ReplicaLoad()).kv_usage,
+            queued=self._scraped.get(url, ReplicaLoad()).waiting,
+            kv_usage=self._scraped.get(url, ReplicaLoad()).kv_usage,
             blocks=self.picker.locator.held(url)) for url in self.monitor.endpoints}
 
     # ---------------------------------------------------------------- requests
