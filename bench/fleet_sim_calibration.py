@@ -69,3 +69,21 @@ def _rel(sim: float, live: float) -> float | None:
     if not live or live == float("inf") or sim == float("inf"):
         return None
     return round((sim - live) / live, 3)
+
+
+def fit_cores(live: dict, costs: StepCosts | None = None, overhead_s: float = 0.004,
+              candidates: tuple[float, ...] = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0),
+              ) -> tuple[float, list[dict]]:
+    """The cores the live replicas effectively had (the shared machine's other work takes
+    the rest): the candidate whose runs' p95 TTFT the simulator matches best (median
+    absolute relative difference), with its rows. One parameter fitted on all runs; the
+    rows show how well it then fits each."""
+    best: tuple[float, float, list[dict]] | None = None
+    for cores in candidates:
+        rows = calibrate(live, costs, overhead_s, cores)
+        diffs = sorted(abs(r["p95_diff"]) for r in rows if r["p95_diff"] is not None)
+        score = diffs[len(diffs) // 2] if diffs else float("inf")
+        if best is None or score < best[0]:
+            best = (score, cores, rows)
+    assert best is not None
+    return best[1], best[2]
