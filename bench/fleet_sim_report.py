@@ -129,6 +129,36 @@ def gateways(out: dict, duration_s: float) -> None:
     out["gateways"] = rows
 
 
+def markdown(out: dict) -> str:
+    """The scenarios' rows as Markdown tables: p95 TTFT (ms) / prefix-cache hit ratio."""
+    parts = []
+    rows = out.get("scale", {}).get("rows", [])
+    if rows:
+        policies = list(dict.fromkeys(r["policy"] for r in rows))
+        parts.append("| trace | replicas | " + " | ".join(policies) + " |")
+        parts.append("|---|---|" + "---|" * len(policies))
+        for (workload, n) in dict.fromkeys((r["workload"], r["replicas"]) for r in rows):
+            cells = {r["policy"]: f"{r['ttft_p95_ms']:g} / {r['hit_ratio']:.2f}" for r in rows
+                     if (r["workload"], r["replicas"]) == (workload, n)}
+            parts.append(f"| {workload} | {n} | " + " | ".join(cells.get(p, "") for p in policies)
+                         + " |")
+    for m in out.get("scale", {}).get("max_rates", []):
+        parts.append(f"- {m['replicas']} replicas, {m['policy']}: highest chat rate within the "
+                     f"SLO {m['max_rate_within_slo']}/s")
+    for name in ("hot", "gateways"):
+        if out.get(name):
+            parts.append(f"\n| {name} | replicas | gateways | policy | rate | p95 ms | hit | "
+                         "max/mean busy | served | held | utilization |")
+            parts.append("|---|---|---|---|---|---|---|---|---|---|---|")
+            for r in out[name]:
+                parts.append(f"| {r['workload']} {r.get('hot_share', '')} | {r['replicas']} | "
+                             f"{r['gateways']} | {r['policy']} | {r['rate']:g} | "
+                             f"{r['ttft_p95_ms']:g} | {r['hit_ratio']:.3f} | "
+                             f"{r['busy_max_over_mean']:.2f} | {r['served_max_over_mean']:.2f} | "
+                             f"{r['held_max_over_mean']:.2f} | {r['utilization']:.2f} |")
+    return "\n".join(parts) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Fleet simulator scenarios")
     p.add_argument("--scenario", default="all",
@@ -174,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"fleet_sim_{args.scenario}.json").write_text(json.dumps(out, indent=1))
+    (folder / f"fleet_sim_{args.scenario}.md").write_text(markdown(out))
     print(json.dumps(out, indent=1)[:4000])
 
 
