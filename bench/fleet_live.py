@@ -7,7 +7,8 @@ prefix-cache hit ratio; a replica killed mid-run (`bench/fleet_live_kill.py`).
 For each policy the replicas start fresh (empty caches), each app's system prompt is read
 once (`bench/priming.py`), then the chat trace runs at each of `--rates` (one seed per rate:
 every policy gets the very same trace at a rate), and for `--sweep-policies` the rate is
-swept (`bench/sweep.py`) for the highest rate whose p95 TTFT is within the SLO. The gateway
+swept (`bench/sweep.py`, other users on the same apps) for the highest rate whose p95 TTFT
+is within the SLO. The gateway
 is `headstart serve` in its own process; every process shares the machine's cores with the
 load generator (and, on a shared machine, with whatever else runs).
 """
@@ -61,15 +62,20 @@ async def policy_runs(settings: LiveSettings, policy: str, replicas: int, rates:
         run_at = rate_runner(base, target=target, slo_ms=settings.slo_ms)
         runs = [await run_at(rate) for rate in rates]
         max_rate = None
-        if sweep:
-            swept = await sweep_rates(run_at, start_rate=settings.start_rate,
+        if sweep:  # other users than the fixed-rate runs: a trace replayed would find its
+            # conversations already cached (same apps: the pool seed stays)
+            sweep_at = rate_runner(dataclasses.replace(base, seed=settings.seed + 1,
+                                                       pool_seed=settings.seed),
+                                   target=target, slo_ms=settings.slo_ms)
+            swept = await sweep_rates(sweep_at, start_rate=settings.start_rate,
                                       slo_ms=settings.slo_ms, max_rate=settings.max_rate,
                                       min_rate=settings.min_rate, refine=settings.refine,
                                       target=target, workload="chat")
-            runs += [r for r in swept.runs if r.rate not in rates]
+            runs += swept.runs
             max_rate = swept.max_rate
         return {"policy": policy, "replicas": replicas, "max_rate": max_rate, "swept": sweep,
-                "runs": [r.to_dict() for r in runs]}
+                "runs": [r.to_dict() for r in runs[:len(rates)]],
+                "sweep_runs": [r.to_dict() for r in runs[len(rates):]]}
     finally:
         if gateway is not None:
             gateway.stop()
