@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="chat workload sizes (bench/workloads.py WorkloadSizes)")
     p.add_argument("--no-single", action="store_true", help="skip the single-engine runs")
     p.add_argument("--no-kill", action="store_true", help="skip the kill-one-replica run")
-    p.add_argument("--kill-rate", type=float, default=1.0)
+    p.add_argument("--kill-rate", type=float, default=1.0,
+                   help="the kill run's rate: busy enough that the survivors' load spills")
     p.add_argument("--out", default="bench-report/fleet")
     args = p.parse_args(argv)
     sizes = WorkloadSizes().update(dict(kv.split("=", 1) for kv in args.size))

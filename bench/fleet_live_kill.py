@@ -53,7 +53,7 @@ def _sample(text: str, name: str, endpoint: str, extra: str = "") -> float:
 
 
 async def kill_run(settings: LiveSettings, rate: float, kill_at_s: float = 20.0,
-                   restart_at_s: float = 35.0, after_back_s: float = 25.0) -> dict:
+                   restart_at_s: float = 35.0, after_back_s: float = 40.0) -> dict:
     fleet = start_replicas(settings.replicas, list(settings.engine_args))
     victim = fleet[0]
     gateway = start_gateway(gateway_config(fleet, "prefix"))
