@@ -119,13 +119,20 @@ class _Record:
 class FleetSim:
     """One run; `run()` returns its `SimResult`."""
 
-    def __init__(self, config: SimConfig) -> None:
+    def __init__(self, config: SimConfig, after: FleetSim | None = None) -> None:
+        """`after`: continue on that run's replicas and gateways (their caches, records and
+        sessions), as a live bench's runs follow each other on the same processes."""
         self.c = config
         self.rng = random.Random(f"sim:{config.seed}")
         self.names = [f"r{i:03d}" for i in range(config.replicas)]
-        self.replicas = {n: SimReplica(n, config.costs, config.capacity_blocks, config.block_size,
-                                       config.max_num_seqs, config.budget) for n in self.names}
-        self.gateways = [_Gateway(config, i) for i in range(config.gateways)]
+        if after is None:
+            self.replicas = {n: SimReplica(n, config.costs, config.capacity_blocks,
+                                           config.block_size, config.max_num_seqs, config.budget)
+                             for n in self.names}
+            self.gateways = [_Gateway(config, i) for i in range(config.gateways)]
+        else:
+            self.replicas = {n: r.fresh_counters() for n, r in after.replicas.items()}
+            self.gateways = after.gateways
         self.now = 0.0
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
@@ -135,6 +142,7 @@ class FleetSim:
         self._prefix_keys: dict[int, list[int]] = {}  # a shared prefix's block keys
         self._known: dict[str, list[int]] = {}  # a session's keys so far (its last answer's)
         self._stepping = 0  # replicas with a step under way
+        self._fresh = after is None
 
     # ---------------------------------------------------------------- the clock
 
@@ -147,7 +155,7 @@ class FleetSim:
         horizon = c.warmup_s + c.duration_s
         arrivals = poisson_arrivals(c.rate, horizon, c.seed)
         sessions = trace(c.workload, c.seed, c.sizes, c.pool_seed, c.live_sizes)
-        primers = self._primers(c) if c.prime else []
+        primers = self._primers(c) if c.prime and self._fresh else []
         start = 0.0
         for session in primers:  # one at a time, long enough apart to finish
             self.at(start, lambda s=session: self._send(s, 0, measured=False, answer_tokens=1))

@@ -84,6 +84,16 @@ class SimReplica:
         self.held_area = 0.0  # integral of requests held (queued or running) over time
         self._held_since = 0.0
 
+    def fresh_counters(self) -> SimReplica:
+        """The same replica (its cache) with its queues empty and its counters at zero, for
+        a run that follows another on it."""
+        self.waiting.clear()
+        self.running.clear()
+        self.busy_s = self.held_area = self._held_since = 0.0
+        self.served = 0
+        self.stepping = False
+        return self
+
     def note(self, now: float) -> None:
         """Account the requests held since the last change, before the count changes."""
         self.held_area += (len(self.waiting) + len(self.running)) * (now - self._held_since)

@@ -117,10 +117,14 @@ def test_kv_events_reach_every_gateway() -> None:
 def test_calibration_replays_a_live_run() -> None:
     live = {"settings": {"sizes": {}, "seed": 0, "duration_s": 5.0, "warmup_s": 1.0,
                          "drain_s": 20.0, "engine_args": ["--num-kv-blocks", "256"]},
+            "rates": [2.0, 1.0],
             "policies": [{"policy": "prefix", "replicas": 3, "runs": [
-                {"rate": 2.0, "ttft_ms": {"p50": 80.0, "p95": 200.0}, "prompt_tokens": 1000,
-                 "cached_tokens": 800}]}]}
-    (row,) = calibrate(live)
-    assert row["policy"] == "prefix" and row["live_p95_ms"] == 200.0 and row["live_hit"] == 0.8
-    assert row["sim_p95_ms"] > 0 and 0 < row["sim_hit"] < 1
+                {"rate": rate, "requests": 10, "ttft_ms": {"p50": 80.0, "p95": 200.0},
+                 "prompt_tokens": 1000, "cached_tokens": 800} for rate in (2.0, 1.0)]}]}
+    first, second = calibrate(live)
+    assert first["policy"] == "prefix" and first["live_p95_ms"] == 200.0
+    assert first["live_hit"] == 0.8 and first["rate"] == 2.0 and second["rate"] == 1.0
+    assert first["sim_p95_ms"] > 0 and 0 < first["sim_hit"] < 1
+    # the second run starts on the first's replicas: its apps' prompts are cached already
+    assert second["sim_hit"] > first["sim_hit"]
     assert live_seed(0, 2.0) == 2000 and live_seed(1, 0.5) == 100_503
