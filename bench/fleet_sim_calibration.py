@@ -10,6 +10,8 @@ side, and their relative differences (the target is within 20%).
 
 from __future__ import annotations
 
+import dataclasses
+
 from bench.fleet_sim import FleetSim, SimConfig
 from bench.fleet_sim_engine import StepCosts
 from bench.workloads import WorkloadSizes
@@ -27,14 +29,17 @@ def live_duration(duration_s: float, rate: float, min_requests: int = 20) -> flo
 
 
 def calibrate(live: dict, costs: StepCosts | None = None, overhead_s: float = 0.004,
-              cores: float | None = 2.0) -> list[dict]:
-    """One row per fixed-rate live run, simulated in the live order on the same simulated
-    replicas (fresh and primed per policy, then each rate after the one before)."""
+              cores: float | None = 2.0, replicas: int | None = None) -> list[dict]:
+    """One row per fixed-rate live run (of fleets of `replicas`, default all), simulated in
+    the live order on the same simulated replicas (fresh and primed per policy, then each
+    rate after the one before)."""
     settings = live["settings"]
     sizes = WorkloadSizes(**settings["sizes"])
     rows = []
     results = list(live["policies"]) + ([live["single"]] if live.get("single") else [])
     for result in results:
+        if replicas is not None and result["replicas"] != replicas:
+            continue
         previous: FleetSim | None = None
         for run in result["runs"][:len(live.get("rates") or result["runs"])]:
             rate = float(run["rate"])
@@ -77,19 +82,26 @@ def _rel(sim: float, live: float) -> float | None:
     return round((sim - live) / live, 3)
 
 
-def fit_cores(live: dict, costs: StepCosts | None = None, overhead_s: float = 0.004,
-              candidates: tuple[float, ...] = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0),
-              ) -> tuple[float, list[dict]]:
-    """The cores the live replicas effectively had (the shared machine's other work takes
-    the rest): the candidate whose runs' p95 TTFT the simulator matches best (median
-    absolute relative difference), with its rows. One parameter fitted on all runs; the
-    rows show how well it then fits each."""
-    best: tuple[float, float, list[dict]] | None = None
-    for cores in candidates:
-        rows = calibrate(live, costs, overhead_s, cores)
-        diffs = sorted(abs(r["p95_diff"]) for r in rows if r["p95_diff"] is not None)
-        score = diffs[len(diffs) // 2] if diffs else float("inf")
-        if best is None or score < best[0]:
-            best = (score, cores, rows)
-    assert best is not None
-    return best[1], best[2]
+def _median_abs(rows: list[dict], key: str) -> float:
+    diffs = sorted(abs(r[key]) for r in rows if r[key] is not None)
+    return diffs[len(diffs) // 2] if diffs else float("inf")
+
+
+def fit(live: dict, costs: StepCosts, overhead_s: float = 0.004,
+        scales: tuple[float, ...] = (0.4, 0.5, 0.6, 0.7, 0.85, 1.0, 1.2),
+        cores: tuple[float, ...] = (0.75, 1.0, 1.25, 1.5, 2.0, 3.0),
+        ) -> tuple[float, float, list[dict]]:
+    """Two numbers the machine's other work leaves unknown, fitted one after the other:
+    how much faster or slower the engine stepped during the live runs than when its costs
+    were measured (`scale`, on the single replica's runs: median |p50 difference|), then
+    how many cores the three one-thread replicas effectively had (on the fleet runs:
+    median |p95 difference|). Returns (scale, cores, every row with both)."""
+    def scaled(k: float) -> StepCosts:
+        return StepCosts(*(k * getattr(costs, f.name) for f in dataclasses.fields(StepCosts)))
+
+    best_scale = min(scales, key=lambda k: _median_abs(
+        calibrate(live, scaled(k), overhead_s, None, replicas=1), "p50_diff"))
+    best_cores = min(cores, key=lambda c: _median_abs(
+        [r for r in calibrate(live, scaled(best_scale), overhead_s, c) if r["replicas"] > 1],
+        "p95_diff"))
+    return best_scale, best_cores, calibrate(live, scaled(best_scale), overhead_s, best_cores)

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from bench.fleet_sim import SIM_POLICIES, SimConfig, SimResult, simulate
-from bench.fleet_sim_calibration import calibrate, fit_cores
+from bench.fleet_sim_calibration import calibrate, fit
 from bench.fleet_sim_engine import StepCosts
 from bench.fleet_sim_workloads import TraceSizes
 
@@ -170,8 +170,9 @@ def main(argv: list[str] | None = None) -> None:
                                    "(its --out JSON; default: StepCosts' defaults)")
     p.add_argument("--cores", type=float, default=2.0,
                    help="calibrate: cores the live replicas shared")
-    p.add_argument("--fit-cores", action="store_true",
-                   help="calibrate: fit the cores the replicas effectively had instead")
+    p.add_argument("--fit", action="store_true",
+                   help="calibrate: fit the engine's speed during the runs and the cores the "
+                        "replicas effectively had (bench/fleet_sim_calibration.py, fit)")
     p.add_argument("--overhead-ms", type=float, default=4.0,
                    help="calibrate: gateway + HTTP + client time added to each TTFT")
     p.add_argument("--out", default="fleet-sim", help="folder for fleet_sim.json")
@@ -190,17 +191,18 @@ def main(argv: list[str] | None = None) -> None:
             costs = StepCosts(**{f.name: measured[f.name]
                                  for f in dataclasses.fields(StepCosts) if f.name in measured})
         live = json.loads(Path(args.live).read_text())
-        if args.fit_cores:
-            cores, out["calibrate"] = fit_cores(live, costs, args.overhead_ms / 1000.0)
-            out["fitted_cores"] = cores
-            print(f"[calibrate] fitted cores: {cores}", file=sys.stderr)
+        if args.fit:
+            factor, cores, out["calibrate"] = fit(live, costs, args.overhead_ms / 1000.0)
+            out["fitted"] = {"cost_scale": factor, "cores": cores}
+            print(f"[calibrate] fitted: step costs x{factor}, {cores} cores", file=sys.stderr)
         else:
             out["calibrate"] = calibrate(live, costs, args.overhead_ms / 1000.0, args.cores)
         for row in out["calibrate"]:
             print(f"[calibrate] {row['policy']:<12} x{row['replicas']} @{row['rate']:g}/s "
-                  f"p95 live {row['live_p95_ms']} sim {row['sim_p95_ms']} ({row['p95_diff']}) "
-                  f"hit live {row['live_hit']} sim {row['sim_hit']} ({row['hit_diff']})",
-                  file=sys.stderr)
+                  f"({row['requests']} requests) p50 live {row['live_p50_ms']} sim "
+                  f"{row['sim_p50_ms']} ({row['p50_diff']}) p95 live {row['live_p95_ms']} sim "
+                  f"{row['sim_p95_ms']} ({row['p95_diff']}) hit live {row['live_hit']} sim "
+                  f"{row['sim_hit']} ({row['hit_diff']})", file=sys.stderr)
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"fleet_sim_{args.scenario}.json").write_text(json.dumps(out, indent=1))
