@@ -20,6 +20,7 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
+from typing import Protocol
 
 from engine.sequence import Sequence
 
@@ -52,6 +53,16 @@ class Block:
     session_id: str | None = None  # the session that last released it (kept for that session)
 
 
+class BlockEvents(Protocol):
+    """Told, on the step thread, when a full block becomes reusable (`block_stored`: block
+    `index` of `seq`) and when a reusable block is evicted (engine/kv_events.py publishes
+    both). Must be quick: it runs inside the step."""
+
+    def block_stored(self, seq: Sequence, index: int) -> None: ...
+
+    def block_removed(self, block_hash: int) -> None: ...
+
+
 @dataclass
 class KVCacheStats:
     total: int
@@ -78,6 +89,7 @@ class KVCacheManager:
         self.session_evictable: OrderedDict[int, None] = OrderedDict()
         self.hash_to_block: dict[int, int] = {}
         self.session_last_seen: dict[str, float] = {}
+        self.events: BlockEvents | None = None  # KV events (`headstart engine --kv-events`)
 
     # ------------------------------------------------------------ prefix lookup
 
@@ -158,6 +170,8 @@ class KVCacheManager:
             if block.block_hash is None and hashes[i] not in self.hash_to_block:
                 block.block_hash = hashes[i]
                 self.hash_to_block[hashes[i]] = block.block_id
+                if self.events is not None:
+                    self.events.block_stored(seq, i)
         seq.num_committed_blocks = num_full
 
     def free(self, seq: Sequence) -> None:
@@ -253,6 +267,8 @@ class KVCacheManager:
         block = self.blocks[block_id]
         if block.block_hash is not None and self.hash_to_block.get(block.block_hash) == block_id:
             del self.hash_to_block[block.block_hash]
+            if self.events is not None:
+                self.events.block_removed(block.block_hash)
         block.block_hash = None
         block.session_id = None
         return block_id

@@ -237,6 +237,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--session-idle-s", type=float, help="how long a session's blocks are kept")
     p.add_argument("--no-prefix-caching", action="store_true")
     p.add_argument("--seed", type=int)
+    p.add_argument("--kv-events", metavar="ENDPOINT",
+                   help="publish KV cache events (vLLM's format) on a ZeroMQ PUB socket bound "
+                        "here, e.g. tcp://*:5557")
     p.add_argument("--log-level", default="info")
     return p.parse_args(argv)
 
@@ -267,8 +270,19 @@ def main(argv: list[str] | None = None) -> None:
 
     args = parse_args(argv)
     engine = AsyncEngine(engine_config(args))
+    publisher = None
+    if args.kv_events:
+        from engine.kv_events import KVEventPublisher
+
+        kv = engine.engine.kv
+        publisher = KVEventPublisher(args.kv_events, kv.block_size)
+        kv.events = publisher
     app = create_engine_app(engine, owns_engine=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    finally:
+        if publisher is not None:
+            publisher.close()
 
 
 if __name__ == "__main__":

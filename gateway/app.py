@@ -93,6 +93,8 @@ async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
     state.upstreams = build_upstreams(config, state.engine, state.engine_metrics)
     for upstream in state.upstreams.values():
         await upstream.start()
+        if (collector := upstream.collector()) is not None:
+            state.metrics.registry.register(collector)
     state.cache = await CacheStage.create(config)
     state.metrics.watch_cache(state.cache.stats_snapshot)
     state.transforms = TransformStage(config, state.engine)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gateway.fleet.endpoints import check_spec
 from gateway.policy import RoutePolicy
 
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
@@ -28,6 +29,13 @@ class ConfigError(ValueError):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class EndpointEntry(_Strict):
+    """One replica of a fleet given with its own KV events address."""
+
+    url: str
+    kv_events: str | None = None
 
 
 class UpstreamConfig(_Strict):
@@ -43,11 +51,29 @@ class UpstreamConfig(_Strict):
     max_connections: int = Field(default=100, ge=1)  # openai: connection pool size
     always_stream: bool = False  # openai: ask non-streamed requests streamed too
     engine: dict[str, Any] = Field(default_factory=dict)  # engine: EngineConfig overrides
+    # openai with several replicas (README, "Fleet"): URLs or dns+http://name:port/v1
+    endpoints: list[str | EndpointEntry] = Field(default_factory=list)
+    balance: Literal["prefix", "session", "least_loaded", "round_robin", "random"] = "prefix"
+    kv_events: str | None = None  # ZeroMQ address of each replica's KV events: tcp://{host}:5557
+    tokenizer: str | None = None  # the replicas' model (.gguf or HF folder); default SmolLM2
+    block_size: int = Field(default=16, ge=1)  # the replicas' KV block size
+    health_interval_s: float = Field(default=1.0, gt=0)
+    dns_interval_s: float = Field(default=5.0, gt=0)
+    first_token_timeout_s: float | None = Field(default=None, gt=0)  # then try another replica
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoint_urls(cls, v: list[str | EndpointEntry]) -> list[str | EndpointEntry]:
+        for entry in v:
+            check_spec(entry if isinstance(entry, str) else entry.url)
+        return v
 
     @model_validator(mode="after")
     def _kind_needs(self) -> UpstreamConfig:
-        if self.kind == "openai" and not self.base_url:
-            raise ValueError("kind 'openai' needs base_url")
+        if self.endpoints and (self.kind != "openai" or self.base_url):
+            raise ValueError("endpoints apply to kind 'openai', instead of base_url")
+        if self.kind == "openai" and not (self.base_url or self.endpoints):
+            raise ValueError("kind 'openai' needs base_url (or endpoints)")
         if self.kind == "litellm" and not self.model:
             raise ValueError("kind 'litellm' needs model (a litellm provider string)")
         if self.kind != "openai" and self.always_stream:

@@ -138,6 +138,7 @@ class RequestContext:
     cache_skipped: str | None = None  # why a lookup was skipped (x-cache-bypass-reason)
     transforms: list[str] = field(default_factory=list)  # e.g. ["window:dropped=4", "compress:0.42"]
     upstream_name: str | None = None
+    endpoint: str | None = None  # the replica that answered, for a fleet upstream
     upstream_body: bytes | None = None  # a whole answer's bytes, when written unchanged
     cache_salt: str | None = None  # keys the engine's prefix cache (gateway/kv_isolation.py)
     usage: Usage | None = None  # the answer's usage once it is known (rate limits settle on it)
@@ -158,6 +159,8 @@ class RequestContext:
             headers.append((b"server-timing", self.timings.header()))
         if self.upstream_name:
             headers.append((b"x-headstart-upstream", self.upstream_name.encode("latin-1")))
+        if self.endpoint:
+            headers.append((b"x-headstart-endpoint", self.endpoint.encode("latin-1")))
         if self.limit_headers:
             headers.extend(self.limit_headers)
         return headers

@@ -6,8 +6,10 @@ Layout (prefix `hs:` by default):
               local semantic index in step; trimmed to about `feed_maxlen` events. Events
               carry only the key (a replica reads a new entry's meta and vector from its
               hash), so each vector is held once, not twice.
-A replica builds its index from a scan of the entries at start and after any outage, then
-polls the stream. The hot read (`get`, once per exact lookup) goes through `RespClient`, a
+A replica builds its index from a scan of the entries (the snapshot) at start, after any
+outage and whenever the stream was trimmed past its cursor, then polls the stream. Expiries
+travel with the entries: every replica drops an entry from its index at the entry's own
+expiry time, and a key put again with a new TTL replaces the entry on every replica. The hot read (`get`, once per exact lookup) goes through `RespClient`, a
 minimal pipelined connection several times cheaper than redis-py; the rest uses redis-py.
 Redis down or slow: short socket timeouts, every failure raises `StoreUnavailable` (the
 caches serve a miss), one log line per outage, and a short back-off during which calls fail
@@ -49,6 +51,7 @@ class RedisStore:
         self._down_until = 0.0
         self._down = False
         self._cursor: str | None = None  # last stream id replayed; None: reload needed
+        self._position = 0  # how many feed events were ever added up to the cursor
 
     @classmethod
     async def open(cls, url: str, *, timeout_s: float = 0.25, prefix: str = "hs:",
@@ -159,8 +162,15 @@ class RedisStore:
     # ------------------------------------------------------------------ index feed
 
     async def index_snapshot(self) -> list[IndexEvent]:
-        last = await self._call(lambda: self.client.xrevrange(self._feed, count=1))
-        cursor = last[0][0] if last else "0-0"
+        async def feed_end() -> Any:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.xinfo_stream(self._feed)
+            return (await pipe.execute(raise_on_error=False))[0]
+
+        info = await self._call(feed_end)
+        cursor, position = "0-0", 0
+        if isinstance(info, dict):
+            cursor, position = info["last-generated-id"], int(info["entries-added"])
         now = time.time()
         events = []
         for _, (meta_s, vec_s) in await self._scan(["meta", "vec"]):
@@ -169,14 +179,27 @@ class RedisStore:
             meta = json.loads(meta_s)
             if meta.get("partition") and (meta.get("semantic_expires_at") or 0) > now:
                 events.append(_event_from_meta(meta, vec_s))
-        self._cursor = cursor
+        self._cursor, self._position = cursor, position
         return events
 
     async def index_changes(self) -> list[IndexEvent] | None:
         if self._cursor is None:
             return None
         cursor = self._cursor
-        reply = await self._call(lambda: self.client.xread({self._feed: cursor}, count=1000))
+
+        async def read() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.xinfo_stream(self._feed)
+            pipe.xread({self._feed: cursor}, count=1000)
+            return await pipe.execute(raise_on_error=False)
+
+        info, reply = await self._call(read)
+        if isinstance(reply, Exception):
+            raise StoreUnavailable(str(reply))
+        if _trimmed_past(info, self._position):
+            log.warning("cache: the index feed moved past this replica; reloading the index")
+            self._cursor = None
+            return None
         fields_list: list[dict[str, str]] = []
         for _, items in reply or []:
             for ident, fields in items:
@@ -185,6 +208,7 @@ class RedisStore:
         events = await self._resolve(fields_list)
         if self._cursor is not None:  # an outage during the read resets it: keep the reset
             self._cursor = cursor
+            self._position += len(fields_list)
         return events
 
     async def _resolve(self, fields_list: list[dict[str, str]]) -> list[IndexEvent]:
@@ -210,7 +234,9 @@ class RedisStore:
             elif fields.get("vec"):  # written by an older version: the event carries it all
                 events.append(_event_from_fields(fields))
             elif fields["key"] in found:
-                events.append(found[fields["key"]])
+                # a key put again (its TTL renewed) replaces the entry a replica may hold,
+                # so the new expiry holds on every replica
+                events += [IndexEvent("del", fields["key"]), found[fields["key"]]]
         return events
 
     async def close(self) -> None:
@@ -221,6 +247,15 @@ class RedisStore:
             await self.client.connection_pool.disconnect()
         except Exception:  # closing a dead connection is not worth an error
             pass
+
+
+def _trimmed_past(info: Any, position: int) -> bool:
+    """Whether the feed was trimmed past the `position`-th event ever added (the last one
+    this replica read): entries ever added minus entries kept is how many were trimmed
+    (the store never deletes single events). A missing feed has lost nothing."""
+    if not isinstance(info, dict):
+        return False
+    return int(info.get("entries-added") or 0) - int(info.get("length") or 0) > position
 
 
 def _event_from_meta(meta: dict[str, Any], vec: str) -> IndexEvent:

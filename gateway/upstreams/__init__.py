@@ -1,5 +1,5 @@
-"""Upstream adapters by `kind`: `engine` (in-process), `openai` (any compatible URL),
-`litellm` (any litellm provider string)."""
+"""Upstream adapters by `kind`: `engine` (in-process), `openai` (any compatible URL, or a
+fleet of them: `endpoints:`), `litellm` (any litellm provider string)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ def build_upstream(config: UpstreamConfig, engine: Any = None,
         if engine is None:
             raise RuntimeError(f"upstream {config.name!r} needs the in-process engine")
         return EngineUpstream(config, engine, engine_metrics)
+    if config.kind == "openai" and config.endpoints:
+        from gateway.upstreams.fleet import FleetUpstream
+
+        return FleetUpstream(config)
     if config.kind == "openai":
         from gateway.upstreams.openai_compat import OpenAICompatUpstream
 

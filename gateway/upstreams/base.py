@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
+from typing import Any
 
 from engine.protocol import (
     APIError,
@@ -71,4 +72,8 @@ class Upstream(ABC):
 
     async def aclose(self) -> None:
         """Release pools (called once at shutdown)."""
+        return None
+
+    def collector(self) -> Any:
+        """Prometheus metrics of its own (a fleet's per-endpoint series), or None."""
         return None
