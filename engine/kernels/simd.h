@@ -1,4 +1,4 @@
-// AVX-512 helpers shared by the kernels: bf16 <-> fp32 vectors and a vector exp.
+// AVX-512 helpers shared by the kernels: bf16 <-> fp32 vectors, vector exp and exp2.
 #pragma once
 
 #include <c10/util/BFloat16.h>
@@ -38,6 +38,20 @@ inline __m512 exp(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// 2^x for x <= ~8 (|relative error| < 4e-6: p is rounded to bf16 after it): 2^n * p(f),
+// n = round(x), f = x - n in [-1/2, 1/2], p a degree-4 fit; x below -126 counts as -126.
+inline __m512 exp2(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-126.f));
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(x, n);
+  __m512 p = _mm512_set1_ps(0.0096004037f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.055916891f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.24023718f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.69312197f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
   return _mm512_scalef_ps(p, n);
 }
 

@@ -112,6 +112,8 @@ def chunk_reference(q, cache, table, start, block_size, scale):
     (37, 0, 9, 3, 64, 16),    # a fresh prompt, a partial last tile
     (50, 70, 9, 3, 64, 16),   # a chunk continuing a cached prefix
     (20, 5, 4, 4, 128, 8),    # no GQA, wider heads, small cache blocks
+    (45, 33, 2, 1, 96, 16),   # head_dim not a multiple of 64 (32-dim value chunks)
+    (3, 0, 2, 2, 32, 16),     # fewer positions than a tile, the narrowest heads
 ])
 def test_paged_prefill_attention_writes_the_chunk_and_matches_sdpa(length, start, heads, kv, d,
                                                                    block_size):
@@ -130,6 +132,27 @@ def test_paged_prefill_attention_writes_the_chunk_and_matches_sdpa(length, start
     assert torch.equal(flat[0, slots], k) and torch.equal(flat[1, slots], v)
     ref = chunk_reference(q, cache, table, start, block_size, d ** -0.5)
     assert out.shape == (length, heads, d) and out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=2e-2)
+
+
+def test_paged_prefill_attention_rescales_when_later_keys_score_far_higher():
+    """Scores climb ~2 (base 2) per key, so every row's max is overtaken again and again by
+    far more than the kernel lets its kept max lag (2^8): each time its sums are rescaled;
+    the last row sees 200 keys, the others fewer."""
+    torch.manual_seed(3)
+    length, d = 200, 64
+    direction = torch.nn.functional.normalize(torch.randn(d), dim=0)
+    keys = torch.arange(length).float()[:, None] * direction * 0.5  # [L, d]
+    q = (direction * 20.0).repeat(length, 2, 1).to(torch.bfloat16)  # [L, 2 heads, d]
+    k = keys[:, None, :].to(torch.bfloat16)
+    v = bf16(length, 1, d)
+    cache = bf16(2, 14, 16, 1, d)
+    table = torch.arange(1, 14)
+    pos = torch.arange(length)
+    slots = table[pos // 16] * 16 + pos % 16
+    out = kernels().paged_prefill_attention(q, k, v, cache, slots, table, 0, d ** -0.5)
+    ref = chunk_reference(q, cache, table, 0, 16, d ** -0.5)
+    assert torch.isfinite(out.float()).all()
     torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=2e-2)
 
 
