@@ -15,7 +15,7 @@ export TRANSFORMERS_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install install-test install-bench serve engine test test-slow lint bench bench-engine clean
+.PHONY: install install-test install-bench serve engine test test-lower-path test-slow lint bench bench-engine clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -64,8 +64,19 @@ lint: install-test
 
 # One torch thread per process in tests: the suite runs the engine in several processes at
 # once on a small machine, and oversubscribed threads slow every step many times over.
+# Then the engine and gateway tests again on the kernel path one step below this CPU's
+# (engine/kernels/lower_path.py): AMX masked on an AMX CPU, torch's own kernels on an
+# AVX-512 one, so what a machine with fewer CPU features runs is tested too (not when ARGS
+# picks tests).
+LOWER_PATH_TESTS := tests/engine tests/gateway/test_chat.py tests/gateway/test_completions.py \
+	tests/gateway/test_generation.py tests/gateway/test_sse.py tests/gateway/test_ws.py
 test: install-test lint
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/pytest -q $(ARGS)
+	$(if $(ARGS),,$(MAKE) --no-print-directory test-lower-path)
+
+test-lower-path: install-test
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m engine.kernels.lower_path \
+	  $(BIN)/pytest -q -p no:cacheprovider $(LOWER_PATH_TESTS)
 
 test-slow: install-test
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/pytest -q -m slow $(ARGS)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from engine.kernels import build as gqk
+from engine.kernels.lower_path import lower_path_env
 from engine.weights.amx_blocks import AmxQ4, AmxQ8, pack_q4_codes, tile_rows
 from engine.weights.decode_copies import (
     AMX_MAX_ROWS,
@@ -138,6 +139,16 @@ def test_the_variant_follows_the_cpu_flags_and_the_setting(tmp_path):
         gqk.AMX_SOURCES)
     assert "-mamx-tile" not in gqk.AVX512.cflags and gqk.source_hash(gqk.AMX) != gqk.source_hash(
         gqk.AVX512)
+
+
+def test_the_second_test_pass_takes_the_path_one_step_down():
+    """`make test` runs the engine and gateway tests again one path down: an AMX machine
+    on the avx512 variant (built in a folder of its own), an AVX-512 one on torch's
+    kernels; a machine already on torch's kernels has nothing lower to run."""
+    assert lower_path_env("amx", "/v/kernels") == {"HEADSTART_KERNELS": "avx512",
+                                                   "HEADSTART_KERNEL_DIR": "/v/kernels-avx512"}
+    assert lower_path_env("avx512", "/v/kernels") == {"HEADSTART_KERNELS": "0"}
+    assert lower_path_env(None, "/v/kernels") is None
 
 
 def test_setup_on_a_cpu_without_avx512_builds_nothing_and_forgets_a_stale_build(
