@@ -74,23 +74,27 @@ def test_expressions_are_balanced_promql():
 @pytest.fixture(scope="module")
 def scraped(engine_server) -> dict[str, list[dict[str, str]]]:
     """Sample name -> the label sets it has, over a gateway in front of `headstart engine`
-    (the compose stack's shape) and that engine, after cached, fallback and failed requests."""
+    (the compose stack's shape, and the same engine as a one-replica fleet) and that engine,
+    after cached, fallback, failed and fleet requests."""
     dead = f"http://127.0.0.1:{free_port()}/v1"
     gateway = GatewayThread({
         "upstreams": {"engine": {"kind": "openai", "base_url": engine_server.base_url + "/v1",
                                  "model": "smollm2-135m-instruct"},
-                      "dead": {"kind": "openai", "base_url": dead}},
+                      "dead": {"kind": "openai", "base_url": dead},
+                      "fleet": {"kind": "openai", "model": "smollm2-135m-instruct",
+                                "endpoints": [engine_server.base_url + "/v1"]}},
         "routes": [
             {"name": "support", "models": ["support"], "upstream": "engine",
              "cache": {"exact": {"enabled": True}, "semantic": {"enabled": True}}},
             {"name": "backup", "models": ["backup"], "upstream": "dead", "fallback": "engine"},
             {"name": "down", "models": ["down"], "upstream": "dead"},
+            {"name": "replicas", "models": ["replicas"], "upstream": "fleet"},
         ]}).start()
     try:
         client = openai.OpenAI(base_url=gateway.base_url + "/v1", api_key="x", max_retries=0)
         ask = {"messages": [{"role": "user", "content": "What is the capital of France?"}],
                "max_tokens": 16, "temperature": 0, "stop": [".", "\n"]}
-        for model in ("support", "support", "backup"):
+        for model in ("support", "support", "backup", "replicas"):
             client.chat.completions.create(model=model, **ask)
         with pytest.raises(openai.APIStatusError):
             client.chat.completions.create(model="down", **ask)
@@ -124,4 +128,5 @@ def test_every_series_the_dashboard_reads_exists(scraped):
     assert {"headstart_engine_kv_blocks_used", "headstart_engine_kv_blocks_total",
             "headstart_engine_prefix_hit_tokens_total", "headstart_gateway_ttft_seconds_bucket",
             "headstart_gateway_cache_lookups_total", "headstart_cache_guard_rejections_total",
-            "headstart_gateway_fallbacks_total"} <= checked
+            "headstart_gateway_fallbacks_total", "headstart_endpoint_ttft_seconds_bucket",
+            "headstart_endpoint_cached_tokens_total", "headstart_endpoint_healthy"} <= checked
