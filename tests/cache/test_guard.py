@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from cache.guard import Guard
-from cache.pair_model import WEIGHTS, dequantized, quantized, shared
+from cache.pair_model import WEIGHTS, PairModel, dequantized, quantized, shared
 
 guard = Guard()
 
@@ -115,3 +115,15 @@ def test_int8_storage_keeps_each_weight_within_half_a_step():
     step = weights["w"].abs().amax(1, keepdim=True) / 127
     assert bool(((back["w"] - weights["w"]).abs() <= step / 2 + 1e-7).all())
     assert torch.equal(back["bias"], weights["bias"]) and torch.equal(back["head"], weights["head"])
+
+
+def test_bfloat16_scores_stay_within_a_hundredth_of_float32():
+    model = shared()
+    if not model.bf16:
+        pytest.skip("this CPU has no native bfloat16: the verifier runs in float32")
+    pairs = [("How do I reset my password?", "I forgot my password, how do I get a new one?"),
+             ("When was the Eiffel Tower built?", "Where was the Eiffel Tower built?"),
+             ("How do I migrate from MySQL to Postgres?", "How do I migrate from Postgres to MySQL?")]
+    exact = PairModel(model.model, model.config, model.tok)
+    exact.bf16 = False
+    assert abs(exact.score(pairs) - model.score(pairs)).max() < 0.015
