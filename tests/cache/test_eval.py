@@ -66,25 +66,25 @@ def test_cli_errors(capsys):
 @pytest.mark.slow
 async def test_own_earlier_cases():
     report = await evaluate(load_pairs(DATA), S)
-    assert report.false_hits <= 5 and report.true_hits >= 17, report.false_hit_ids
+    assert report.false_hits <= 1 and report.true_hits >= 14, report.false_hit_ids
 
 
 @pytest.mark.slow
 async def test_hand_written_held_out_pairs():
     report = await evaluate(load_pairs(HELDOUT), S)
     assert report.pairs == 316
-    assert report.false_hits <= 11 and report.true_hits >= 14, report.false_hit_ids
+    assert report.false_hits <= 2 and report.true_hits >= 19, report.false_hit_ids
 
 
 @pytest.mark.slow
 async def test_fow_pairs_held_out():
     report = await evaluate(load_pairs(FOW / "pairs.jsonl", "held_out"), S)
-    assert report.false_hits <= 1 and report.true_hits >= 23, report.false_hit_ids
+    assert report.false_hits == 0 and report.true_hits >= 31, report.false_hit_ids
 
 
 @pytest.mark.slow
 async def test_semantic_context_on_fow_conversations():
-    """Measured 2026-11-25: 0 of 120 same-context pairs served, 2 of 120 crossed (README)."""
+    """Measured 2026-11-25: 1 of 120 same-context pairs served, 3 of 120 crossed (README)."""
     pairs = load_pairs(FOW / "conv-parts") + load_pairs(FOW / "conv-long")
     report = await evaluate(pairs, replace(S, context="semantic"))
-    assert report.false_hits <= 2, report.false_hit_ids
+    assert report.false_hits <= 3, report.false_hit_ids

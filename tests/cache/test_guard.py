@@ -4,9 +4,10 @@ the rest. (How often the verifier is right is measured on labelled pairs: test_e
 fails it instead of passing as a rejection."""
 
 import pytest
+import torch
 
 from cache.guard import Guard
-from cache.pair_model import shared
+from cache.pair_model import WEIGHTS, PairModel, dequantized, quantized, shared
 
 guard = Guard()
 
@@ -101,3 +102,28 @@ def test_the_shipped_model_is_small_and_cross_validated():
     model = shared()
     assert model is not None and 0.0 < model.threshold < 1.0
     assert set(model.config.operating_points) >= {"false<=1.0%"}
+    assert model.config.tuned_layers == 6
+    assert WEIGHTS.stat().st_size < 20 * 2**20  # int8 matrices: 11 MB, not 42 MB
+
+
+def test_int8_storage_keeps_each_weight_within_half_a_step():
+    torch.manual_seed(0)
+    weights = {"w": torch.randn(8, 16), "bias": torch.randn(8), "head": torch.randn(1, 16)}
+    stored = quantized(weights)
+    assert stored["w.q8"].dtype == torch.int8 and set(stored) == {"w.q8", "w.scale", "bias", "head"}
+    back = dequantized(stored)
+    step = weights["w"].abs().amax(1, keepdim=True) / 127
+    assert bool(((back["w"] - weights["w"]).abs() <= step / 2 + 1e-7).all())
+    assert torch.equal(back["bias"], weights["bias"]) and torch.equal(back["head"], weights["head"])
+
+
+def test_bfloat16_scores_stay_within_a_hundredth_of_float32():
+    model = shared()
+    if not model.bf16:
+        pytest.skip("this CPU has no native bfloat16: the verifier runs in float32")
+    pairs = [("How do I reset my password?", "I forgot my password, how do I get a new one?"),
+             ("When was the Eiffel Tower built?", "Where was the Eiffel Tower built?"),
+             ("How do I migrate from MySQL to Postgres?", "How do I migrate from Postgres to MySQL?")]
+    exact = PairModel(model.model, model.config, model.tok)
+    exact.bf16 = False
+    assert abs(exact.score(pairs) - model.score(pairs)).max() < 0.015
