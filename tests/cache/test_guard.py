@@ -124,6 +124,5 @@ def test_bfloat16_scores_stay_within_a_hundredth_of_float32():
     pairs = [("How do I reset my password?", "I forgot my password, how do I get a new one?"),
              ("When was the Eiffel Tower built?", "Where was the Eiffel Tower built?"),
              ("How do I migrate from MySQL to Postgres?", "How do I migrate from Postgres to MySQL?")]
-    exact = PairModel(model.model, model.config, model.tok)
-    exact.bf16 = False
+    exact = PairModel.load(bf16=False)
     assert abs(exact.score(pairs) - model.score(pairs)).max() < 0.015
