@@ -2,9 +2,9 @@
 
 They are compiled once by `make install` (`python -m engine.kernels.build`) into the
 virtualenv as one extension module, in one of two variants picked from the CPU's flags:
-"amx" (every kernel, AMX tiles for the decode matmuls) where the CPU has AMX, else
-"avx512" (AVX-512 BF16/VNNI: the fused elementwise, attention and int8 prefill kernels,
-without the AMX sources). The build is then tried in a child process
+"amx" (AMX tiles for the decode matmuls, and every shared kernel) where the CPU has AMX,
+else "avx512" (AVX-512 BF16/VNNI: the fused elementwise, attention and int8 prefill kernels,
+and VNNI decode matmuls instead of the AMX sources). The build is then tried in a child process
 (engine/kernels/trial.py): some VMs advertise AMX but kill the process that uses it. Only a
 build that passed that trial, from the current sources and for this CPU's variant, is
 loaded; otherwise (no compiler, no AVX-512, a CPU or VM that refuses it,
@@ -32,6 +32,7 @@ NAME = "headstart_kernels"
 FOLDER = Path(__file__).parent
 TRIAL_MODULE = "engine.kernels.trial"
 AMX_SOURCES = ("group_quant_matmul.cpp", "decode_layers.cpp")  # AMX tile instructions
+AVX512_ONLY_SOURCES = ("vnni_matmul.cpp",)  # the decode matmuls where there is no AMX
 HEADERS = sorted(FOLDER.glob("*.h"))
 VERIFIED = "verified"  # file in the build folder: the hash of the source that passed the trial
 
@@ -47,7 +48,8 @@ class Variant:
 
     @property
     def sources(self) -> list[Path]:
-        return [p for p in sorted(FOLDER.glob("*.cpp")) if self.amx or p.name not in AMX_SOURCES]
+        skip = AVX512_ONLY_SOURCES if self.amx else AMX_SOURCES
+        return [p for p in sorted(FOLDER.glob("*.cpp")) if p.name not in skip]
 
 
 AMX = Variant("amx", ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile", "amx_bf16"),

@@ -19,6 +19,12 @@ at::Tensor q8_matmul(const at::Tensor& x, const at::Tensor& codes,
 // Asks Linux for AMX tile state (once per process); false if refused.
 bool request_amx();
 
+// Built only in the "avx512" variant (AVX-512 VNNI, no AMX):
+// vnni_matmul.cpp: x [M <= 16, K] bf16 times W.T, W in blocks of 16 columns x 32 inputs
+// (engine/weights/vnni_blocks.py) of Q4_0/Q4_1 or Q8_0 codes with fp16 scales; `n` outputs.
+at::Tensor q4_vnni_matmul(const at::Tensor& x, const at::Tensor& blocks, int64_t n);
+at::Tensor q8_vnni_matmul(const at::Tensor& x, const at::Tensor& blocks, int64_t n);
+
 // Every variant (AVX-512 BF16):
 // decode_ops.cpp: a decoder layer's elementwise steps for bf16 [T, H] rows.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);

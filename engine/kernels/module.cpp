@@ -12,6 +12,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("max_rows") = headstart::kGroupQuantMaxRows;
   m.attr("variant") = "amx";
 #else
+  m.def("q4_vnni_matmul", &headstart::q4_vnni_matmul,
+        "x @ W.T for W in VNNI Q4 blocks (1-16 bf16 rows)");
+  m.def("q8_vnni_matmul", &headstart::q8_vnni_matmul,
+        "x @ W.T for W in VNNI Q8 blocks (1-16 bf16 rows)");
+  m.attr("max_rows") = headstart::kGroupQuantMaxRows;
   m.attr("variant") = "avx512";
 #endif
   m.def("rms_norm", &headstart::rms_norm, "RMSNorm of bf16 rows");

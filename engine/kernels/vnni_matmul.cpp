@@ -1,0 +1,204 @@
+// y = x @ W.T for 1-16 bf16 rows of x against W kept as GGUF's 4- or 8-bit codes in groups of
+// 32 (Q4_0/Q4_1, Q8_0), with AVX-512 VNNI: the decode steps of a small model on CPUs without
+// AMX.
+//
+// Why: a decode step reads every weight once. torch's int4 kernel reads the 4-bit codes but
+// dequantises them once per 4 rows, and its int8 matmul (`_int_mm`) reads twice the bytes and
+// runs a GEMM blocking meant for large M; at 8 rows both cost several times a single row.
+// Here the codes are read once per step for all rows, and each row's group of 32 inputs is
+// quantised to int8 (as llama.cpp's Q8_1 does), so that one vpdpbusd multiplies 16 columns by
+// 4 inputs for a row: W[n][k] = d[n][g] * q[n][k] + m[n][g] gives
+//   y[r][n] = sum_g d[n][g] * xs[r][g] * sum_k xq[r][k] * q[n][k] + m[n][g] * xsum[r][g]
+// with x[r][k] ~= xs[r][g] * xq[r][k] and xsum the exact sum of the group's x.
+//
+// Layout (made by engine/weights/vnni_blocks.py): W is cut into blocks of 16 output columns x
+// 32 inputs (one group); a column's blocks follow each other. A block holds its codes as 8
+// "quads" (4 inputs each) of 16 columns, in vpdpbusd's order (byte 4c + i of a quad is
+// column c, input i), then the 16 columns' d and (Q4) m as fp16:
+//   Q4: 8 x 32 bytes, byte j of a quad packs position j (low nibble) and 32 + j (high), then
+//       d[16], m[16]: 320 bytes;
+//   Q8: 8 x 64 bytes of q + 128 (unsigned for vpdpbusd; the 128 * sum(xq) it adds is taken
+//       off), then d[16]: 544 bytes.
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels.h"
+#include "simd.h"
+
+namespace headstart {
+namespace {
+
+constexpr int kGroup = 32;       // inputs per block: one quantisation group
+constexpr int kCols = 16;        // output columns per block: one vector of fp32
+constexpr int kQuads = kGroup / 4;
+constexpr int kRowsPerPass = 8;  // rows whose accumulators stay in registers at once
+constexpr int kPrefetch = 4;     // blocks ahead whose lines are asked for
+
+// Each row of x quantised per group: int8 codes, the scale, the exact sum and the codes' sum.
+struct QuantizedRows {
+  const int8_t* q;      // [M, K]
+  const float* scale;   // [M, groups]
+  const float* sum;     // [M, groups]
+  const int32_t* qsum;  // [M, groups]
+};
+
+void quantize(const c10::BFloat16* x, int64_t M, int64_t K, int8_t* q, float* scale, float* sum,
+              int32_t* qsum) {
+  const int64_t groups = K / kGroup;
+  for (int64_t r = 0; r < M; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const c10::BFloat16* src = x + r * K + g * kGroup;
+      const __m512 a = simd::load_bf16(src), b = simd::load_bf16(src + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+      const float s = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
+      const __m512 vinv = _mm512_set1_ps(inv);
+      const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, vinv));
+      const __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, vinv));
+      int8_t* dst = q + r * K + g * kGroup;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtsepi32_epi8(qa));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), _mm512_cvtsepi32_epi8(qb));
+      scale[r * groups + g] = s;
+      sum[r * groups + g] = _mm512_reduce_add_ps(_mm512_add_ps(a, b));
+      qsum[r * groups + g] = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+    }
+  }
+}
+
+// Q4: a quad's 32 bytes -> 64 unsigned codes; m per column is an offset.
+struct Q4 {
+  static constexpr int kBlockBytes = kQuads * 32 + 2 * kCols * 2;
+  static constexpr bool kOffset = true;
+  static inline __m512i quad(const uint8_t* block, int j) {
+    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + j * 32));
+    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(packed),
+                                            _mm256_srli_epi16(packed, 4), 1);
+    return _mm512_and_si512(both, _mm512_set1_epi8(0x0F));
+  }
+  static inline const uint8_t* scales(const uint8_t* block) { return block + kQuads * 32; }
+};
+
+// Q8: a quad is 64 bytes of q + 128, used as they are.
+struct Q8 {
+  static constexpr int kBlockBytes = kQuads * 64 + kCols * 2;
+  static constexpr bool kOffset = false;
+  static inline __m512i quad(const uint8_t* block, int j) {
+    return _mm512_loadu_si512(block + j * 64);
+  }
+  static inline const uint8_t* scales(const uint8_t* block) { return block + kQuads * 64; }
+};
+
+inline __m512 load_fp16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// Column blocks [b0, b1) for rows [r0, r0 + R) of x.
+template <typename Codes, int R>
+void rows_pass(const QuantizedRows& x, const uint8_t* w, c10::BFloat16* out, int64_t K,
+               int64_t N, int64_t r0, int64_t b0, int64_t b1) {
+  const int64_t groups = K / kGroup;
+  const int64_t last = N / kCols * groups - 1;
+  for (int64_t b = b0; b < b1; ++b) {
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t index = b * groups + g;
+      const uint8_t* block = w + index * Codes::kBlockBytes;
+      const char* ahead = reinterpret_cast<const char*>(
+          w + std::min(index + kPrefetch, last) * Codes::kBlockBytes);
+      for (int line = 0; line < Codes::kBlockBytes; line += 64)
+        _mm_prefetch(ahead + line, _MM_HINT_T0);
+      __m512i dot[R];
+      for (int r = 0; r < R; ++r) dot[r] = _mm512_setzero_si512();
+      for (int j = 0; j < kQuads; ++j) {
+        const __m512i codes = Codes::quad(block, j);
+        for (int r = 0; r < R; ++r) {
+          const int32_t four = *reinterpret_cast<const int32_t*>(
+              x.q + (r0 + r) * K + g * kGroup + 4 * j);
+          dot[r] = _mm512_dpbusd_epi32(dot[r], codes, _mm512_set1_epi32(four));
+        }
+      }
+      const uint8_t* sc = Codes::scales(block);
+      const __m512 d = load_fp16(sc);
+      for (int r = 0; r < R; ++r) {
+        const int64_t rg = (r0 + r) * groups + g;
+        __m512i total = dot[r];
+        if constexpr (!Codes::kOffset)  // Q8 codes carry +128: take 128 * sum(xq) off
+          total = _mm512_sub_epi32(total, _mm512_set1_epi32(128 * x.qsum[rg]));
+        const __m512 scale = _mm512_mul_ps(d, _mm512_set1_ps(x.scale[rg]));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), scale, acc[r]);
+      }
+      if constexpr (Codes::kOffset) {
+        const __m512 m = load_fp16(sc + kCols * 2);
+        for (int r = 0; r < R; ++r)
+          acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(x.sum[(r0 + r) * groups + g]), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) simd::store_bf16(out + (r0 + r) * N + b * kCols, acc[r]);
+  }
+}
+
+template <typename Codes>
+void column_blocks(const QuantizedRows& x, const uint8_t* w, c10::BFloat16* out, int64_t M,
+                   int64_t K, int64_t N, int64_t b0, int64_t b1) {
+  // rows in passes of up to 8 over the same blocks (the second pass reads them from cache)
+  for (int64_t r0 = 0; r0 < M; r0 += kRowsPerPass) {
+    switch (std::min<int64_t>(M - r0, kRowsPerPass)) {
+      case 1: rows_pass<Codes, 1>(x, w, out, K, N, r0, b0, b1); break;
+      case 2: rows_pass<Codes, 2>(x, w, out, K, N, r0, b0, b1); break;
+      case 3: rows_pass<Codes, 3>(x, w, out, K, N, r0, b0, b1); break;
+      case 4: rows_pass<Codes, 4>(x, w, out, K, N, r0, b0, b1); break;
+      case 5: rows_pass<Codes, 5>(x, w, out, K, N, r0, b0, b1); break;
+      case 6: rows_pass<Codes, 6>(x, w, out, K, N, r0, b0, b1); break;
+      case 7: rows_pass<Codes, 7>(x, w, out, K, N, r0, b0, b1); break;
+      default: rows_pass<Codes, 8>(x, w, out, K, N, r0, b0, b1); break;
+    }
+  }
+}
+
+template <typename Codes>
+at::Tensor vnni_matmul(const at::Tensor& x, const at::Tensor& blocks, int64_t N) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kBFloat16 && x.is_cpu(),
+              "x must be a 2-D bf16 CPU tensor");
+  const int64_t M = x.size(0), K = x.size(1);
+  TORCH_CHECK(M >= 1 && M <= kGroupQuantMaxRows, "x must have 1 to ", kGroupQuantMaxRows,
+              " rows, got ", M);
+  TORCH_CHECK(K % kGroup == 0 && N % kCols == 0 && N > 0, "K must be a multiple of 32 and N of 16");
+  TORCH_CHECK(blocks.scalar_type() == at::kByte && blocks.is_contiguous() &&
+                  blocks.numel() == N / kCols * (K / kGroup) * Codes::kBlockBytes,
+              "the weight's blocks do not fit x's ", K, " columns and ", N, " outputs");
+  const at::Tensor xc = x.contiguous();
+  const int64_t groups = K / kGroup;
+  at::Tensor q = at::empty({M, K}, x.options().dtype(at::kChar));
+  at::Tensor scale = at::empty({M, groups}, x.options().dtype(at::kFloat));
+  at::Tensor sum = at::empty({M, groups}, x.options().dtype(at::kFloat));
+  at::Tensor qsum = at::empty({M, groups}, x.options().dtype(at::kInt));
+  quantize(xc.data_ptr<c10::BFloat16>(), M, K, q.data_ptr<int8_t>(), scale.data_ptr<float>(),
+           sum.data_ptr<float>(), qsum.data_ptr<int32_t>());
+  const QuantizedRows rows{q.data_ptr<int8_t>(), scale.data_ptr<float>(), sum.data_ptr<float>(),
+                           qsum.data_ptr<int32_t>()};
+  at::Tensor out = at::empty({M, N}, x.options());
+  const uint8_t* w = blocks.data_ptr<uint8_t>();
+  auto* y = out.data_ptr<c10::BFloat16>();
+  at::parallel_for(0, N / kCols, 4, [&](int64_t b0, int64_t b1) {
+    column_blocks<Codes>(rows, w, y, M, K, N, b0, b1);
+  });
+  return out;
+}
+
+}  // namespace
+
+at::Tensor q4_vnni_matmul(const at::Tensor& x, const at::Tensor& blocks, int64_t n) {
+  return vnni_matmul<Q4>(x, blocks, n);
+}
+
+at::Tensor q8_vnni_matmul(const at::Tensor& x, const at::Tensor& blocks, int64_t n) {
+  return vnni_matmul<Q8>(x, blocks, n);
+}
+
+}  // namespace headstart
