@@ -5,7 +5,9 @@ different numbers, units, dates or identifiers, or that differ in how many times
 "not", do not share an answer whatever their wording. Each check names the clash it found.
 Numbers compare by value ("two weeks" = "14 days", "2,000" = "2000"); a unit on one side
 only ("7pm" / "seven") is no clash, and neither is a class (dates, units, identifiers) that
-only one side names: "in 2 days" / "soon" goes on to the verifier.
+only one side names: "in 2 days" / "soon" goes on to the verifier. Two conversations
+(`conversation_clash`) pass when their questions pass and their turns name the same numbers
+and identifiers, in whatever order.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from cache.keys import TURN_SEP
 from cache.lexicon import DATE_WORDS
 from cache.question import Question, read, stem
 
@@ -84,3 +87,29 @@ def clash(cached: str, new: str) -> Clash | None:
     if a.negations != b.negations:
         return Clash("negation", (str(a.negations),), (str(b.negations),))
     return None
+
+
+def conversation_clash(cached: str, new: str) -> Clash | None:
+    """`clash` for two verify texts of `semantic` context (the question, then the earlier
+    turns): the questions' checks, then the numbers (by value) and identifiers named
+    anywhere in the turns, as sets: a clash when neither side's set holds the other's (a
+    user who rewords moves facts between sentences, and small talk may add one)."""
+    (qa, *ta), (qb, *tb) = cached.split(TURN_SEP), new.split(TURN_SEP)
+    if (found := clash(qa, qb)) is not None:
+        return found
+    a, b = read(" ".join(ta)), read(" ".join(tb))
+    values_a = {_value_and_unit(n)[0] for n in a.numbers}
+    values_b = {_value_and_unit(n)[0] for n in b.numbers}
+    if _disjoint_sets(values_a, values_b):
+        return Clash("numbers", tuple(sorted(values_a)), tuple(sorted(values_b)))
+    ids_a, ids_b = _identifiers(a), _identifiers(b)
+    if _disjoint_sets(ids_a, ids_b):
+        return Clash("identifiers", tuple(sorted(ids_a)), tuple(sorted(ids_b)))
+    return None
+
+
+def any_clash(cached: str, new: str) -> Clash | None:
+    """`conversation_clash` for conversations, `clash` for questions."""
+    if TURN_SEP in cached or TURN_SEP in new:
+        return conversation_clash(cached, new)
+    return clash(cached, new)

@@ -173,13 +173,16 @@ async def evaluate(pairs: list[dict[str, Any]], settings: CacheSettings, embedde
 
 
 def _route_threshold(settings: CacheSettings) -> float:
-    return Guard().threshold(settings.verifier_threshold)
+    return Guard().threshold(settings.verifier_threshold, conversation=settings.context == "semantic")
 
 
-def default_points() -> dict[str, float]:
-    """The shipped verifier's cross-validated operating points (name -> threshold)."""
+def default_points(context: str = "full") -> dict[str, float]:
+    """The shipped verifier's cross-validated operating points (name -> threshold) for
+    questions; none for `semantic` context (conversations have one threshold of their own)."""
     model = pair_model.shared()
-    return dict(model.config.operating_points) if model is not None else {}
+    if model is None or context == "semantic":
+        return {}
+    return dict(model.config.operating_points)
 
 
 def _point(name: str, threshold: float, scores: list[float | None],

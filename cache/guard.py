@@ -11,8 +11,11 @@ score 0.97+, above many true rewordings. Every candidate goes through two stages
 
 Two questions that read the same once normalised (case, punctuation, fillers, contractions)
 pass without the model. In a `semantic` context (cache/keys.py, `verify_text`) each side is
-the question and the earlier turns: every turn must pass, and the lowest score counts. The guard never raises: anything it cannot read is a rejection
-with reason `guard_error`, so a test asserting another reason catches a crash.
+the question and the earlier turns: the exact checks compare the questions and the facts
+named anywhere in the turns, then the verifier reads both conversations whole, against a
+threshold of their own (cross-validated on conversation pairs). The guard never raises:
+anything it cannot read is a rejection with reason `guard_error`, so a test asserting
+another reason catches a crash.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cache import pair_model
-from cache.checks import Clash, clash
+from cache.checks import Clash, any_clash
 from cache.keys import TURN_SEP
 from cache.pair_model import PairModel
 from cache.question import read
@@ -58,13 +61,17 @@ class Guard:
             self._model = pair_model.shared()
         return self._model  # type: ignore[return-value]
 
-    def threshold(self, override: float | None = None) -> float:
-        """The verifier score a candidate needs: `override`, the guard's own, or the model's."""
+    def threshold(self, override: float | None = None, conversation: bool = False) -> float:
+        """The verifier score a candidate needs: `override`, the guard's own, or the model's
+        (for questions, or for conversations)."""
         if override is not None:
             return override
         if self._threshold is not None:
             return self._threshold
-        return self.model.threshold if self.model is not None else 1.0
+        if self.model is None:
+            return 1.0
+        config = self.model.config
+        return config.conversation_threshold if conversation else config.threshold
 
     @staticmethod
     def same_text(cached: str, new: str) -> bool:
@@ -81,38 +88,41 @@ class Guard:
         """One verdict per cached question; the verifier reads every candidate that passed
         the exact checks in one batch."""
         try:
-            return self._check_many(cached, new, self.threshold(threshold))
+            bar = self.threshold(threshold, conversation=TURN_SEP in new)
+            return self._check_many(cached, new, bar)
         except Exception as exc:  # a guard that cannot decide rejects
             log.warning("guard failed (%r); rejecting %d candidates", exc, len(cached))
             return [Verdict(False, "guard_error") for _ in cached]
 
     def _check_many(self, cached: list[str], new: str, bar: float) -> list[Verdict]:
-        """Each candidate turn by turn (one turn unless a `semantic` context joined them):
-        every turn must pass; the verifier reads all undecided turns in one batch."""
-        new_turns = new.split(TURN_SEP)
+        """Each candidate against `new`: the same text once normalised passes; another number
+        of turns (a `semantic` context) or an exact clash fails; the verifier reads the rest
+        in one batch, conversations whole against the conversation threshold."""
         verdicts: list[Verdict | None] = []
-        asks: list[tuple[int, str, str]] = []  # (candidate, cached turn, new turn)
+        asks: list[int] = []
+        turns = new.count(TURN_SEP)
         for i, text in enumerate(cached):
-            turns = text.split(TURN_SEP)
-            verdict = None if len(turns) == len(new_turns) else Verdict(False, "context")
-            for a, b in zip(turns, new_turns, strict=False) if verdict is None else ():
-                if read(a).tokens == read(b).tokens:
-                    continue
-                if (found := clash(a, b)) is not None:
-                    verdict = Verdict(False, found.reason, clash=found)
-                    break
-                asks.append((i, a, b))
-            verdicts.append(verdict)
-        asks = [x for x in asks if verdicts[x[0]] is None]
+            if text.count(TURN_SEP) != turns:
+                verdicts.append(Verdict(False, "context"))
+            elif self.same_text(text, new):
+                verdicts.append(Verdict(True, "same_text"))
+            elif (found := any_clash(text, new)) is not None:
+                verdicts.append(Verdict(False, found.reason, clash=found))
+            else:
+                verdicts.append(None)
+                asks.append(i)
         if asks and self.model is None:
-            for i, _, _ in asks:
+            for i in asks:
                 verdicts[i] = Verdict(False, "no_verifier")
         elif asks:
-            lowest: dict[int, float] = {}
-            for (i, _, _), s in zip(asks, self.model.score([(a, b) for _, a, b in asks]),
-                                    strict=True):
-                lowest[i] = min(lowest.get(i, 1.0), round(float(s), 4))
-            for i, score in lowest.items():
+            pairs = [(model_text(cached[i]), model_text(new)) for i in asks]
+            for i, s in zip(asks, self.model.score(pairs), strict=True):
+                score = round(float(s), 4)
                 verdicts[i] = Verdict(score >= bar, "verified" if score >= bar else "verifier",
                                       score=score)
-        return [v or Verdict(True, "same_text") for v in verdicts]
+        return verdicts  # type: ignore[return-value]
+
+
+def model_text(verify_text: str) -> str:
+    """What the pair model reads of a verify text: a conversation's turns one per line."""
+    return verify_text.replace(TURN_SEP, "\n")

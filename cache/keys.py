@@ -212,13 +212,14 @@ TURN_SEP = "\n\u241e\n"  # between turns in a `semantic` context's verify text
 
 def verify_text(req: CacheRequest, mode: ContextMode = "full") -> str | None:
     """What the guard compares: the question; in `semantic` context mode, the question then
-    every earlier turn but system prompts, newest first, joined by TURN_SEP: the guard reads
-    them turn by turn (their meaning must match, not their bytes)."""
+    every earlier turn but system prompts, newest first, each as "role: text", joined by
+    TURN_SEP: the guard reads the two conversations whole (their meaning must match, not
+    their bytes), and a pair cut for length loses the oldest turns first."""
     question = query_text(req)
     if mode != "semantic" or question is None:
         return question
     i = last_user_index(req.messages)
-    earlier = [message_text(m) for m in req.messages[:i or 0]
+    earlier = [f"{m.get('role')}: {message_text(m)}" for m in req.messages[:i or 0]
                if m.get("role") not in ("system", "developer")]
     return TURN_SEP.join([question, *reversed(earlier)])
 

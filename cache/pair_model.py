@@ -33,7 +33,8 @@ from cache.minilm import HIDDEN, load_base
 
 log = logging.getLogger("headstart.cache")
 WEIGHTS = Path(__file__).with_name("data") / "pair_model.safetensors"
-MAX_TOKENS = 128  # a pair longer than this is cut (questions are embedded whole elsewhere)
+MAX_TOKENS = 320  # a pair longer than this is cut: two questions never are, two long
+# conversations lose their oldest turns (`keys.verify_text` puts them last)
 RECENT = 4096  # pairs whose scores are kept
 
 
@@ -90,6 +91,7 @@ class PairConfig:
     tuned_layers: int
     threshold: float  # the lowest mean probability served (cross-validated, <= 1% false hits)
     operating_points: dict  # name -> threshold (e.g. "fh<=0.5%"), for `eval-cache`
+    conversation_threshold: float = 1.0  # the same for two conversations read whole
 
 
 class PairModel:
@@ -110,7 +112,8 @@ class PairModel:
         if not Path(path).exists():
             return None
         meta = json.loads(Path(path).with_suffix(".json").read_text())
-        config = PairConfig(meta["tuned_layers"], meta["threshold"], meta["operating_points"])
+        config = PairConfig(meta["tuned_layers"], meta["threshold"], meta["operating_points"],
+                            meta.get("conversation_threshold", 1.0))
         model = CrossEncoder()
         load_base(model)
         tuned = dequantized(load_file(str(path)))

@@ -33,6 +33,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--split", choices=["all", "held_out", "train"], default="all",
                    help="fixed split by id hash (30%% held out from tuning)")
     p.add_argument("--threshold", type=float, help="override the route's cosine floor")
+    p.add_argument("--context", choices=["full", "system", "none", "semantic"],
+                   help="override the route's context rule (`semantic` for conversation pairs)")
     p.add_argument("--verifier-threshold", type=float,
                    help="override the route's verifier threshold (default: the shipped one)")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
@@ -65,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = replace(settings, threshold=args.threshold)
     if args.verifier_threshold is not None:
         settings = replace(settings, verifier_threshold=args.verifier_threshold)
+    if args.context is not None:
+        settings = replace(settings, context=args.context)
     pairs = []
     for path in args.pairs:
         if not os.path.exists(path):
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     if not pairs:
         print("headstart eval-cache: no pairs to evaluate", file=sys.stderr)
         return 2
-    points = default_points() if settings.guard else {}
+    points = default_points(settings.context) if settings.guard else {}
     report = asyncio.run(evaluate(pairs, settings, points=points))
     title = (f"semantic cache of route {route.name!r}: cosine floor {settings.floor}, "
              f"guard {'on' if settings.guard else 'off'}, verifier threshold "

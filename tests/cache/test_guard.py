@@ -6,8 +6,10 @@ fails it instead of passing as a rejection."""
 import pytest
 import torch
 
+from cache.checks import conversation_clash
 from cache.guard import Guard
-from cache.pair_model import WEIGHTS, PairModel, dequantized, quantized, shared
+from cache.keys import TURN_SEP
+from cache.pair_model import WEIGHTS, PairConfig, PairModel, dequantized, quantized, shared
 
 guard = Guard()
 
@@ -126,3 +128,50 @@ def test_bfloat16_scores_stay_within_a_hundredth_of_float32():
              ("How do I migrate from MySQL to Postgres?", "How do I migrate from Postgres to MySQL?")]
     exact = PairModel.load(bf16=False)
     assert abs(exact.score(pairs) - model.score(pairs)).max() < 0.015
+
+
+def conversation(question: str, *earlier: str) -> str:
+    """A `semantic` context verify text: the question, then earlier turns newest first."""
+    return TURN_SEP.join([question, *earlier])
+
+
+@pytest.mark.parametrize(("cached", "new", "reason"), [
+    # facts moved between sentences, a unit on one side, small talk adding a number: no clash
+    (conversation("how much to leave now?", "user: 6 months into an 18 month plan at £30"),
+     conversation("What would leaving cost?", "user: £30/month, 18-month term, six months in"),
+     None),
+    (conversation("and with TV?", "assistant: Fibre 150 is £26 a month"),
+     conversation("and with TV?", "assistant: Fibre 150 is £26 a month.",
+                  "user: hi! 3 kids here, busy day"), None),
+    # another plan or price in the context, another flight, or a clash in the questions
+    (conversation("and with TV?", "assistant: Fibre 150 is £26 a month"),
+     conversation("and with TV?", "assistant: Fibre 900 is £45 a month"), "numbers"),
+    (conversation("is it on time?", "user: I'm on BA117"),
+     conversation("is it on time?", "user: I'm on BA171"), "identifiers"),
+    (conversation("cancel it", "user: my plan"), conversation("don't cancel it", "user: my plan"),
+     "negation"),
+])
+def test_conversations_clash_on_facts_named_anywhere_in_any_order(cached, new, reason):
+    found = conversation_clash(cached, new)
+    assert (found.reason if found else None) == reason
+
+
+def test_conversations_of_another_length_are_another_context_and_whole_ones_are_read_once():
+    calls = []
+
+    class Scorer:
+        config = PairConfig(6, threshold=0.9, operating_points={}, conversation_threshold=0.5)
+
+        def score(self, pairs):
+            calls.append(pairs)
+            return [0.7 for _ in pairs]
+
+    g = Guard(model=Scorer())
+    short, long_ = conversation("cancel it", "user: my gym"), conversation(
+        "cancel it", "assistant: ok", "user: my gym")
+    assert g.check(short, long_).reason == "context"
+    verdict = g.check(conversation("cancel it", "user: my gym plan"),
+                      conversation("Cancel it please", "user: the gym membership"))
+    assert (verdict.ok, verdict.reason, verdict.score) == (True, "verified", 0.7)  # 0.7 >= 0.5
+    assert calls == [[("cancel it\nuser: my gym plan", "Cancel it please\nuser: the gym membership")]]
+    assert not g.check("cancel it", "end it now").ok  # a question needs 0.9

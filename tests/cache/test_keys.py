@@ -143,5 +143,5 @@ def test_semantic_context_matches_the_system_prompt_and_turn_count_and_verifies_
     assert partition_key(req(messages=convo), "semantic") != partition_key(
         req(messages=convo[:1] + convo[3:]), "semantic")  # one user turn fewer
     assert verify_text(req(messages=convo), "semantic").split(TURN_SEP) == [
-        "cancel it", "ok", "about X"]
+        "cancel it", "assistant: ok", "user: about X"]
     assert verify_text(req(messages=convo), "full") == "cancel it"
