@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         gateway.stop()
         engine.stop()
-        redis.stop()
+        redis.close()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "cache_bench.json").write_text(json.dumps(results, indent=2))

@@ -5,7 +5,7 @@ decides from.
 
 For each row count: milliseconds for one step's linears over all layers, and for the LM
 head, by every kernel that can serve them: oneDNN-prepacked dense bf16, torch's int4
-kernel (Q4 layers) or per-row int8 (head), the AMX blocks of engine/kernels/, and the
+kernel (Q4 layers) or per-row int8 (head), the AMX or VNNI blocks of engine/kernels/, and the
 int8 copies (x quantised per row; engine/weights/int8.py) where the loader made them. Median of
 `--repeats`; before each timed call a buffer of `--flush-mb` is rewritten so the weights
 come from memory as they do between decode steps.
@@ -51,8 +51,9 @@ def layer_kernels(model) -> dict[str, list]:
                 out.setdefault("int8 W8A8", []).append((linear.int8_weight.matmul,
                                                         linear.in_features))
             for copy in linear.decode_copies:
-                label = {"PackedInt4": "torch int4", "AmxQ4": "AMX blocks"}.get(
-                    type(copy.weight).__name__, type(copy.weight).__name__)
+                label = {"PackedInt4": "torch int4", "AmxQ4": "AMX blocks",
+                         "VnniWeight": "VNNI blocks"}.get(type(copy.weight).__name__,
+                                                          type(copy.weight).__name__)
                 out.setdefault(label, []).append((copy.weight.matmul, linear.in_features))
     return out
 

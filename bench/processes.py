@@ -60,10 +60,16 @@ class RedisProcess:
         raise RuntimeError(f"redis did not start on port {self.port}")
 
     def stop(self) -> None:
+        """Kill the server (it may be started again on the same port)."""
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=5)
         self.proc = None
+
+    def close(self) -> None:
+        """Stop for good: the server, then its working folder."""
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class ServerProcess:

@@ -19,7 +19,7 @@ def redis_server():
     """One real Redis (or Valkey) server for the session, on a free port."""
     server = RedisProcess().start()
     yield server
-    server.stop()
+    server.close()
 
 
 @pytest.fixture
@@ -27,4 +27,4 @@ def fresh_redis():
     """A Redis server of the test's own, which the test may stop and restart."""
     server = RedisProcess().start()
     yield server
-    server.stop()
+    server.close()

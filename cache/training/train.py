@@ -1,18 +1,24 @@
 """Fine-tune the pair verifier and choose its threshold by cross-validation.
 
-    OMP_NUM_THREADS=1 python -m cache.training.train [--layers 6] [--epochs 2] [--folds 3]
+    python -m cache.training.train [--layers 6] [--epochs 2] [--folds 3]
 
-Training pairs: the generator's (cache/training/data/generated_pairs.jsonl, remade by
+Training pairs: the written question families' (cache/training/families.py), the written
+conversation families' (cache/training/conversations.py, for `context: semantic`), the
+generator's (cache/training/data/generated_pairs.jsonl, remade by
 `python -m cache.training.generate`) and fow-cache's train split (by id hash, as cache/eval.py
-splits it); never fow-cache's held-out split nor cache/data/heldout_pairs.jsonl. A pair the
-exact checks (cache/checks.py) already reject never reaches the model and is left out. Each
-pair is read in both orders. The top `--layers` layers (all six by default) and the head
-train; any frozen lower layers run once over every pair and the epochs run on their output.
+splits it); never fow-cache's held-out split nor the held-out sets in cache/data/. A pair the
+exact checks (cache/checks.py, `any_clash`) already reject never reaches the model and is
+left out. Each
+epoch reads every pair once, in an order drawn at random (the verifier scores both orders).
+The top `--layers` layers (all six by default) and the head train, in bfloat16 autocast
+where the CPU has it; any frozen lower layers run once over every pair and the epochs run on
+their output.
 
 Cross-validation: folds by the pair's group (a generated family or template, a fow-cache
 id), so a fold never sees a rewording of its own questions. Out-of-fold scores set the
 threshold: the lowest at which at most `--max-false` of the near misses pass, over all
-pairs and over fow-cache's alone (the stricter wins). Writes cache/data/pair_model.safetensors
+question pairs and over fow-cache's alone (the stricter wins); the conversation threshold
+likewise over the conversation pairs. Writes cache/data/pair_model.safetensors
 (the tuned layers and head; matrices as int8 rows with a scale each, `pair_model.quantized`)
 and pair_model.json (threshold, operating points, folds).
 """
@@ -31,21 +37,25 @@ import torch
 from safetensors.torch import save_file
 from torch.nn import functional as F
 
-from cache.checks import clash
+from cache.checks import any_clash
 from cache.eval import default_pairs, load_pairs, wilson
-from cache.pair_model import LAYERS, WEIGHTS, CrossEncoder, load_base, quantized, tokenizer
+from cache.minilm import LAYERS, bf16_supported, load_base
+from cache.pair_model import WEIGHTS, CrossEncoder, quantized, tokenizer
+from cache.training import conversations, families
 from cache.training.generate import OUT as GENERATED
 
 POINTS = (0.005, 0.01, 0.02, 0.05)  # false-hit rates `eval-cache` reports operating points for
 
 
 def training_pairs(generated: Path = GENERATED) -> list[dict]:
-    """Generated pairs and fow-cache's train split, each with a group, minus exact clashes."""
-    pairs = [json.loads(x) for x in generated.read_text().splitlines() if x.strip()]
+    """Family, conversation, generated and fow-cache train pairs, each with a group, minus
+    exact clashes."""
+    pairs = families.pairs() + conversations.pairs()
+    pairs += [json.loads(x) for x in generated.read_text().splitlines() if x.strip()]
     for p in load_pairs(default_pairs(), split="train"):
         if isinstance(p["a"], str) and isinstance(p["b"], str):
             pairs.append({**p, "group": f"fow.{p['id']}", "source": "fow"})
-    return [p for p in pairs if clash(p["a"], p["b"]) is None]
+    return [p for p in pairs if any_clash(p["a"], p["b"]) is None]
 
 
 def fold_of(group: str, folds: int) -> int:
@@ -124,30 +134,41 @@ def train(feats: Features, pair_ids: list[int], start: int, epochs: int, seed: i
         p.requires_grad_(True)
     opt = torch.optim.AdamW([{"params": tuned, "lr": lr},
                              {"params": model.head.parameters(), "lr": lr * 16}], weight_decay=0.01)
-    rows = [r for i in pair_ids for r in (2 * i, 2 * i + 1)]
-    labels = feats.labels[rows]
+    labels = feats.labels[[2 * i for i in pair_ids]]
     pos_weight = (labels == 0).sum() / labels.sum().clamp(min=1)
-    steps = epochs * ((len(rows) + batch - 1) // batch)
+    steps = epochs * ((len(pair_ids) + batch - 1) // batch)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[lr, lr * 16], total_steps=steps,
                                                 pct_start=0.1)
     rnd = random.Random(seed)
     model.train()
     t0, step = time.time(), 0
     for _ in range(epochs):
-        rnd.shuffle(rows)
-        for s in range(0, len(rows), batch):
+        for chunk in batches(feats, [2 * i + rnd.randrange(2) for i in pair_ids], batch, rnd):
             step += 1
             if step % 100 == 0:
                 print(f"  step {step}/{steps} at {time.time() - t0:.0f}s", flush=True)
-            chunk = rows[s:s + batch]
             x, mask = feats.batch(chunk)
-            logits = model.logits(model.run(x, mask, start), mask)
-            loss = F.binary_cross_entropy_with_logits(logits, feats.labels[chunk], pos_weight=pos_weight)
+            with torch.autocast("cpu", torch.bfloat16, enabled=bf16_supported()):
+                logits = model.logits(model.run(x, mask, start), mask)
+            loss = F.binary_cross_entropy_with_logits(logits.float(), feats.labels[chunk],
+                                                      pos_weight=pos_weight)
             opt.zero_grad()
             loss.backward()
             opt.step()
             sched.step()
     return model.eval()
+
+
+def batches(feats: Features, rows: list[int], size: int, rnd: random.Random) -> list[list[int]]:
+    """`rows` shuffled, then cut into batches of rows of about one length (little padding),
+    the batches shuffled again."""
+    rnd.shuffle(rows)
+    out = []
+    for s in range(0, len(rows), size * 32):
+        pool = sorted(rows[s:s + size * 32], key=lambda r: len(feats.hidden[r]))
+        out += [pool[i:i + size] for i in range(0, len(pool), size)]
+    rnd.shuffle(out)
+    return out
 
 
 def scores(model: CrossEncoder, feats: Features, pair_ids: list[int], start: int) -> np.ndarray:
@@ -158,7 +179,9 @@ def scores(model: CrossEncoder, feats: Features, pair_ids: list[int], start: int
             ids = pair_ids[s:s + 64]
             rows = [r for i in ids for r in (2 * i, 2 * i + 1)]
             x, mask = feats.batch(rows)
-            p = torch.sigmoid(model.logits(model.run(x, mask, start), mask)).view(-1, 2).mean(1)
+            with torch.autocast("cpu", torch.bfloat16, enabled=bf16_supported()):
+                logits = model.logits(model.run(x, mask, start), mask)
+            p = torch.sigmoid(logits.float()).view(-1, 2).mean(1)
             out.append(p.numpy())
     return np.concatenate(out)
 
@@ -207,13 +230,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fold {f} done at {time.time() - t0:.0f}s", flush=True)
     if args.oof:
         Path(args.oof).write_text(json.dumps([round(float(s), 5) for s in oof]))
-    t = max(threshold_at(oof, same, args.max_false), threshold_at(oof[fow], same[fow], args.max_false))
-    points = {f"false<={q:.1%}": max(threshold_at(oof, same, q), threshold_at(oof[fow], same[fow], q))
-              for q in POINTS}
-    report = {"threshold": round(t, 4), "pairs": len(pairs), "epochs": args.epochs,
-              "lr": args.lr,
-              "folds": [rates(oof[fold == f], same[fold == f], t) for f in range(args.folds)],
-              "cv_all": rates(oof, same, t), "cv_fow_train": rates(oof[fow], same[fow], t)}
+    conv = np.array([p.get("source") == "conversation" for p in pairs])
+    question = ~conv
+
+    def bar(q: float) -> float:
+        return max(threshold_at(oof[question], same[question], q),
+                   threshold_at(oof[fow], same[fow], q))
+
+    t, tc = bar(args.max_false), threshold_at(oof[conv], same[conv], args.max_false)
+    points = {f"false<={q:.1%}": bar(q) for q in POINTS}
+    report = {"threshold": round(t, 4), "conversation_threshold": round(tc, 4),
+              "pairs": len(pairs), "epochs": args.epochs, "lr": args.lr,
+              "folds": [rates(oof[(fold == f) & question], same[(fold == f) & question], t)
+                        for f in range(args.folds)],
+              "cv_questions": rates(oof[question], same[question], t),
+              "cv_fow_train": rates(oof[fow], same[fow], t),
+              "cv_conversations": rates(oof[conv], same[conv], tc)}
     final = train(feats, list(range(len(pairs))), start, args.epochs, seed=args.folds,
                   lr=args.lr)
     weights = {f"layers.{i}.{k}": v.contiguous() for i in range(start, LAYERS)
@@ -221,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     weights.update({f"head.{k}": v.contiguous() for k, v in final.head.state_dict().items()})
     save_file(quantized(weights), args.out)
     meta = {"tuned_layers": args.layers, "threshold": round(t, 4),
-            "operating_points": {k: round(v, 4) for k, v in points.items()}, "cv": report}
+            "conversation_threshold": round(tc, 4), "operating_points": {k: round(v, 4) for k, v in points.items()}, "cv": report}
     Path(args.out).with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n")
     print(json.dumps(report, indent=1))
     print(f"done in {time.time() - t0:.0f}s -> {args.out}")
