@@ -9,6 +9,11 @@
 // int32, and scaled back to bf16 in one pass: y[m][n] = bf16(acc[m][n] * xs[m] * ws[n] +
 // bias[n]). The quantising and scaling passes are the kernels here; with torch ops for
 // them the int8 path gains only ~1.4x over bf16.
+//
+// A few input channels whose outliers smoothing cannot tame (LLM.int8(), Dettmers et al.,
+// 2022) stay out of the int8 product: the loader gives them a smoothing factor of 0 (so
+// they neither set a row's scale nor enter the codes) and hands their float weights over;
+// the scaling pass adds x[m][c] * w[c][n] for each of them.
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -17,6 +22,7 @@
 
 #include <cmath>
 #include <tuple>
+#include <vector>
 
 #include "kernels.h"
 #include "simd.h"
@@ -46,16 +52,54 @@ float quantize_row(const c10::BFloat16* x, const float* smooth, int64_t K, int8_
   return absmax / 127.f;
 }
 
-// out[m] = bf16(acc[m] * xs * ws (+ bias)) for one row of N outputs (N a multiple of 16).
-void scale_row(const int32_t* acc, float xs, const float* ws, const c10::BFloat16* bias,
-               int64_t N, c10::BFloat16* out) {
-  const __m512 row = _mm512_set1_ps(xs);
-  for (int64_t n = 0; n < N; n += 16) {
-    const __m512 a = _mm512_cvtepi32_ps(_mm512_loadu_si512(acc + n));
-    __m512 y = _mm512_mul_ps(a, _mm512_mul_ps(row, _mm512_loadu_ps(ws + n)));
-    if (bias != nullptr) y = _mm512_add_ps(y, load_bf16(bias + n));
-    simd::store_bf16(out + n, y);
+// Input channels kept out of the int8 product: their columns of x and rows of W.T in float.
+struct Outliers {
+  const int64_t* cols = nullptr;  // [k]
+  const float* weight = nullptr;  // [k, N]
+  int64_t k = 0;
+};
+
+// out[n, n + 16 B) of one row: bf16(acc * xs * ws (+ bias) + xo @ outliers). B vectors at
+// once, so the k multiply-adds into each are B independent chains rather than one.
+template <int B>
+inline void scale_block(const int32_t* acc, __m512 row, const float* ws,
+                        const c10::BFloat16* bias, const float* xo, const Outliers& outliers,
+                        int64_t N, int64_t n, c10::BFloat16* out) {
+  __m512 y[B];
+  for (int b = 0; b < B; ++b) {
+    const int64_t i = n + 16 * b;
+    y[b] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(acc + i)),
+                         _mm512_mul_ps(row, _mm512_loadu_ps(ws + i)));
+    if (bias != nullptr) y[b] = _mm512_add_ps(y[b], load_bf16(bias + i));
   }
+  for (int64_t j = 0; j < outliers.k; ++j) {
+    const __m512 xj = _mm512_set1_ps(xo[j]);
+    const float* w = outliers.weight + j * N + n;
+    for (int b = 0; b < B; ++b) y[b] = _mm512_fmadd_ps(xj, _mm512_loadu_ps(w + 16 * b), y[b]);
+  }
+  for (int b = 0; b < B; ++b) simd::store_bf16(out + n + 16 * b, y[b]);
+}
+
+// Rows [m0, m1) of out = bf16(acc * xs * ws (+ bias) + x[:, cols] @ outliers), N a multiple
+// of 16. Column blocks outside, rows inside: a block's outlier weights (k x 64 floats) stay
+// in L1 for every row instead of streaming k x N floats from L2 per row.
+void scale_rows(const int32_t* acc, const float* xs, const float* ws, const c10::BFloat16* bias,
+                const c10::BFloat16* x, int64_t K, const Outliers& outliers, int64_t N,
+                int64_t m0, int64_t m1, c10::BFloat16* out) {
+  const int64_t k = outliers.k;
+  std::vector<float> xo((m1 - m0) * k);
+  for (int64_t m = m0; m < m1; ++m)
+    for (int64_t j = 0; j < k; ++j)
+      xo[(m - m0) * k + j] = static_cast<float>(x[m * K + outliers.cols[j]]);
+  int64_t n = 0;
+  for (; n + 64 <= N; n += 64)
+    for (int64_t m = m0; m < m1; ++m)
+      scale_block<4>(acc + m * N, _mm512_set1_ps(xs[m]), ws, bias, xo.data() + (m - m0) * k,
+                     outliers, N, n, out + m * N);
+  for (; n < N; n += 16)
+    for (int64_t m = m0; m < m1; ++m)
+      scale_block<1>(acc + m * N, _mm512_set1_ps(xs[m]), ws, bias, xo.data() + (m - m0) * k,
+                     outliers, N, n, out + m * N);
 }
 
 }  // namespace
@@ -86,7 +130,9 @@ std::tuple<at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x,
 
 at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& weight_t,
                        const at::Tensor& weight_scales, const c10::optional<at::Tensor>& bias,
-                       const c10::optional<at::Tensor>& smooth) {
+                       const c10::optional<at::Tensor>& smooth,
+                       const c10::optional<at::Tensor>& outlier_cols,
+                       const c10::optional<at::Tensor>& outlier_weight) {
   TORCH_CHECK(weight_t.dim() == 2 && weight_t.scalar_type() == at::kChar,
               "the weight must be int8 [K, N]");
   TORCH_CHECK(x.dim() == 2 && x.size(1) == weight_t.size(0), "x has ", x.size(-1),
@@ -101,16 +147,34 @@ at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& weight_t,
     TORCH_CHECK(bias->scalar_type() == at::kBFloat16 && bias->numel() == N &&
                     bias->is_contiguous(),
                 "bias must be bf16 [N]");
-  auto [q, xs] = quantize_rows(x, smooth);
+  Outliers outliers;
+  if (outlier_cols.has_value() && outlier_cols->defined()) {
+    TORCH_CHECK(outlier_weight.has_value() && outlier_weight->defined(),
+                "outlier_cols needs outlier_weight");
+    const int64_t k = outlier_cols->numel();
+    TORCH_CHECK(outlier_cols->scalar_type() == at::kLong && outlier_cols->is_contiguous() &&
+                    k <= 64,
+                "outlier_cols must be int64 [k], k <= 64");
+    TORCH_CHECK(outlier_weight->scalar_type() == at::kFloat && outlier_weight->is_contiguous() &&
+                    outlier_weight->size(0) == k && outlier_weight->size(1) == N,
+                "outlier_weight must be float32 [k, N]");
+    outliers = {outlier_cols->data_ptr<int64_t>(), outlier_weight->data_ptr<float>(), k};
+    for (int64_t j = 0; j < k; ++j)
+      TORCH_CHECK(outliers.cols[j] >= 0 && outliers.cols[j] < x.size(1),
+                  "outlier_cols out of range");
+  }
+  const at::Tensor xc = x.contiguous();
+  auto [q, xs] = quantize_rows(xc, smooth);
   const at::Tensor acc = at::_int_mm(q, weight_t);
   at::Tensor out = at::empty({M, N}, x.options());
   const int32_t* ap = acc.data_ptr<int32_t>();
   const float* xsp = xs.data_ptr<float>();
   const float* wsp = weight_scales.data_ptr<float>();
   const c10::BFloat16* bp = has_bias ? bias->data_ptr<c10::BFloat16>() : nullptr;
+  const auto* xp = xc.data_ptr<c10::BFloat16>();
   auto* op = out.data_ptr<c10::BFloat16>();
   at::parallel_for(0, M, kGrainRows, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) scale_row(ap + m * N, xsp[m], wsp, bp, N, op + m * N);
+    scale_rows(ap, xsp, wsp, bp, xp, xc.size(1), outliers, N, m0, m1, op);
   });
   return out;
 }

@@ -62,11 +62,15 @@ at::Tensor decode_layers(const at::Tensor& embedded, const std::vector<at::Tenso
                          int64_t num_kv_heads, int64_t int4_rows);
 
 // int8_linear.cpp: x [M, K] bf16 @ W.T for int8 W given as its [K, N] transposed view, one
-// float scale per output; x * smooth (float [K], optional) is quantised per row on the fly.
+// float scale per output; x * smooth (float [K], optional) is quantised per row on the fly;
+// the input channels `outlier_cols` (int64 [k], k <= 64; smooth 0 there) are added in float
+// with their weights `outlier_weight` (float [k, N]).
 // quantize_rows: (int8 [M, K], float scales [M]) with x * smooth ~= q * scale.
 at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& weight_t,
                        const at::Tensor& weight_scales, const c10::optional<at::Tensor>& bias,
-                       const c10::optional<at::Tensor>& smooth);
+                       const c10::optional<at::Tensor>& smooth,
+                       const c10::optional<at::Tensor>& outlier_cols,
+                       const c10::optional<at::Tensor>& outlier_weight);
 std::tuple<at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x,
                                                  const c10::optional<at::Tensor>& smooth);
 

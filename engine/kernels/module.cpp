@@ -29,7 +29,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "write a prefill chunk's K/V, then attend it causally over its sequence's paged cache");
   m.def("int8_linear", &headstart::int8_linear, "x @ W.T, x quantised per row, W int8 per channel",
         py::arg("x"), py::arg("weight_t"), py::arg("weight_scales"), py::arg("bias") = py::none(),
-        py::arg("smooth") = py::none());
+        py::arg("smooth") = py::none(), py::arg("outlier_cols") = py::none(),
+        py::arg("outlier_weight") = py::none());
   m.def("quantize_rows", &headstart::quantize_rows, "bf16 rows -> (int8 rows, float scales)",
         py::arg("x"), py::arg("smooth") = py::none());
 }

@@ -21,20 +21,23 @@ pytestmark = pytest.mark.skipif(kernels() is None or not hasattr(kernels(), "int
 
 
 def reference(x: torch.Tensor, w: PackedW8A8, bias: torch.Tensor | None) -> torch.Tensor:
-    """The kernel's arithmetic in float32: x * smooth quantised per row, times the codes."""
+    """The kernel's arithmetic in float32: x * smooth quantised per row, times the codes,
+    plus the outlier channels in float."""
     xs = x.float() * (w.smooth if w.smooth is not None else 1)
     scale = xs.abs().amax(dim=1, keepdim=True) / 127
     q = torch.round(xs / scale).clamp(-127, 127)
     y = (q @ w.weight_t.float()) * scale * w.scales
+    if w.outlier_cols is not None:
+        y = y + x.float()[:, w.outlier_cols] @ w.outlier_weight
     return y if bias is None else y + bias.float()
 
 
-@pytest.mark.parametrize("rows", [1, 5, 64])
-def test_int8_linear_is_the_quantised_product_rounded_once(rows):
+@pytest.mark.parametrize("rows,outliers", [(1, 0), (5, 3), (64, 8)])
+def test_int8_linear_is_the_quantised_product_rounded_once(rows, outliers):
     torch.manual_seed(rows)
     weight = torch.randn(48, 96) * 0.05
     maxima = torch.rand(96) * 4 + 0.1
-    w = PackedW8A8.from_dense(weight, kernels(), maxima)
+    w = PackedW8A8.from_dense(weight, kernels(), maxima, outliers)
     bias = torch.randn(48).bfloat16()
     x = (torch.randn(rows, 96) * maxima).bfloat16()
     got = w.matmul(x, bias)
@@ -58,6 +61,26 @@ def test_smoothing_moves_an_outlier_channel_into_the_weight():
     plain = PackedW8A8.from_dense(weight, kernels()).matmul(x).float()
     smooth = PackedW8A8.from_dense(weight, kernels(), x.float().abs().amax(0)).matmul(x).float()
     assert (smooth - exact).abs().mean() * 3 < (plain - exact).abs().mean()
+
+
+def test_outlier_channels_stay_out_of_the_int8_product():
+    """Two channels 100x the rest (10x after smoothing): kept in float, they neither set a
+    row's scale nor lose precision; the int8 codes of their weight columns are zero."""
+    torch.manual_seed(1)
+    weight = torch.randn(32, 64) * 0.05
+    x = torch.randn(16, 64)
+    x[:, [3, 40]] *= 100
+    x = x.bfloat16()
+    maxima = x.float().abs().amax(0)
+    exact = x.float() @ weight.T
+    smooth = PackedW8A8.from_dense(weight, kernels(), maxima)
+    split = PackedW8A8.from_dense(weight, kernels(), maxima, outliers=2)
+    assert split.outlier_cols.tolist() == [3, 40]
+    assert split.weight_t[[3, 40]].abs().max() == 0 and split.smooth[[3, 40]].abs().max() == 0
+    error = {name: (w.matmul(x).float() - exact).abs().mean()
+             for name, w in (("smooth", smooth), ("split", split))}
+    assert error["split"] * 2 < error["smooth"], error
+    torch.testing.assert_close(x.float() @ split.dequantize().T, exact, rtol=0.05, atol=0.5)
 
 
 def test_quantize_rows_saturates_nothing_and_zero_rows_stay_zero():
