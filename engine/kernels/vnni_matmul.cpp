@@ -9,7 +9,10 @@
 // quantised to int8 (as llama.cpp's Q8_1 does), so that one vpdpbusd multiplies 16 columns by
 // 4 inputs for a row: W[n][k] = d[n][g] * q[n][k] + m[n][g] gives
 //   y[r][n] = sum_g d[n][g] * xs[r][g] * sum_k xq[r][k] * q[n][k] + m[n][g] * xsum[r][g]
-// with x[r][k] ~= xs[r][g] * xq[r][k] and xsum the exact sum of the group's x.
+// with x[r][k] ~= xs[r][g] * xq[r][k] and xsum = xs[r][g] * sum_k xq[r][k], the sum of the
+// quantised group (as llama.cpp's Q8_1 keeps it), not of x itself: both terms then see the
+// same x, so the result is xq @ W and its error (xq - x) @ W, where W is centred; with the
+// exact sum the error is (xq - x) @ (d q), q in 0..15 not centred: ~3x larger on SmolLM2.
 //
 // Layout (made by engine/weights/vnni_blocks.py): W is cut into blocks of 16 output columns x
 // 32 inputs (one group); a column's blocks follow each other. A block holds its codes as 8
@@ -40,7 +43,8 @@ constexpr int kQuads = kGroup / 4;
 constexpr int kRowsPerPass = 8;  // rows whose accumulators stay in registers at once
 constexpr int kPrefetch = 4;     // blocks ahead whose lines are asked for
 
-// Each row of x quantised per group: int8 codes, the scale, the exact sum and the codes' sum.
+// Each row of x quantised per group: int8 codes, the scale, the quantised group's sum
+// (scale * codes' sum) and the codes' sum.
 struct QuantizedRows {
   const int8_t* q;      // [M, K]
   const float* scale;   // [M, groups]
@@ -64,8 +68,9 @@ void quantize(const c10::BFloat16* x, int64_t M, int64_t K, int8_t* q, float* sc
       _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtsepi32_epi8(qa));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), _mm512_cvtsepi32_epi8(qb));
       scale[r * groups + g] = s;
-      sum[r * groups + g] = _mm512_reduce_add_ps(_mm512_add_ps(a, b));
-      qsum[r * groups + g] = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+      const int32_t codes_sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+      qsum[r * groups + g] = codes_sum;
+      sum[r * groups + g] = s * static_cast<float>(codes_sum);
     }
   }
 }

@@ -72,6 +72,36 @@ def test_kernel_matches_float32_for_every_row_count(kind, shape):
     assert np.median(errors) < 0.012 and max(errors) < 0.03
 
 
+def quantised_rows(x: torch.Tensor) -> torch.Tensor:
+    """x as the kernel reads it: each group of 32 quantised to int8 with its own scale."""
+    groups = x.float().view(x.shape[0], -1, 32)
+    scale = groups.abs().amax(-1, keepdim=True) / 127
+    return (torch.round(groups / scale) * scale).view_as(x)
+
+
+@needs_kernel
+@pytest.mark.parametrize("kind", ["q4", "q8"])
+def test_kernel_is_the_quantised_rows_times_the_weight(kind):
+    """y = xq @ W, the offset of Q4_1 included (its sum taken over xq, not x: with x's own
+    sum the codes' term alone carries xq's error, three times larger on real weights), up
+    to the bf16 rounding of y and the fp16 scales of the blocks."""
+    blocks = q4_blocks(960, 576) if kind == "q4" else q8_blocks(960, 576)
+    if kind == "q4":
+        blocks = Q4Blocks(blocks.codes, blocks.scale.astype(np.float16).astype(np.float32),
+                          (blocks.zero - 8 * blocks.scale).astype(np.float16).astype(np.float32)
+                          + 8 * blocks.scale.astype(np.float16).astype(np.float32))
+    else:
+        blocks = Q8Blocks(blocks.codes, blocks.scale.astype(np.float16).astype(np.float32))
+    weight = VnniWeight.from_blocks(blocks)
+    dense = torch.from_numpy(blocks.dequantize())
+    torch.manual_seed(3)
+    for rows in (1, 5, MAX_ROWS):
+        x = torch.randn(rows, 576).bfloat16()
+        ref = quantised_rows(x) @ dense.T
+        got = weight.matmul(x).float()
+        assert ((got - ref).norm() / ref.norm()).item() < 0.004
+
+
 @needs_kernel
 def test_kernel_rejects_what_it_cannot_serve():
     weight = VnniWeight.from_q4(q4_blocks(16, 32))
