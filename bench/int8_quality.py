@@ -11,8 +11,9 @@ model; and greedy agreement with bf16 on `PROMPTS` (chat-formatted), two ways:
 - free-running: each path answers on its own; the share of the 32 tokens before the two
   answers first differ (one early difference sends the rest elsewhere; float32 against
   bf16 is the yardstick).
-The engine bench reports the same figures; tests/engine/test_int8_quality.py checks them on
-a slice.
+The engine bench reports these figures; tests/engine/test_int8.py checks them on
+a slice. Then the decode path: the first 3 x 384 tokens read one token a step (every logit
+from a decode step, the packed Q4/Q8 copies), against float32 reading the same windows whole.
 """
 
 from __future__ import annotations
@@ -79,6 +80,21 @@ def perplexity(model: LlamaModel, ids: list[int], window: int = 512) -> float:
     return math.exp(nll / count)
 
 
+def decode_perplexity(model: LlamaModel, ids: list[int], window: int = 384,
+                      windows: int = 3) -> float:
+    """Perplexity of the first `windows` windows of `ids` read one token a step: every
+    logit comes from a decode step (the packed decode copies), teacher-forced."""
+    nll, count = 0.0, 0
+    for w in range(windows):
+        chunk = ids[w * window:(w + 1) * window + 1]
+        kv, table = _cache(model, len(chunk))
+        for i in range(len(chunk) - 1):
+            logits = _forward(model, chunk[i:i + 1], kv, i, table, 16)
+            nll += F.cross_entropy(logits.float(), torch.tensor(chunk[i + 1:i + 2])).item()
+            count += 1
+    return math.exp(nll / count)
+
+
 def greedy(model: LlamaModel, prompt: list[int], tokens: int = GREEDY_TOKENS) -> list[int]:
     """The first `tokens` greedy tokens after `prompt` (prefill, then one token a step)."""
     kv, table = _cache(model, len(prompt) + tokens)
@@ -142,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, model in (("float32", fp32), ("bf16", bf16), ("int8 matmuls", int8)):
         ppl = perplexity(model, ids, args.window)
         print(f"| {name} | {ppl:.3f} | {ppl / ref - 1:+.2%} |", flush=True)
+    ref = perplexity(fp32, ids[:3 * 384 + 1], 384)
+    ppl = decode_perplexity(bf16, ids)
+    print(f"decode steps (one token a step, 3 x 384 tokens): {ppl:.3f}, {ppl / ref - 1:+.2%} "
+          f"vs float32 read in windows of 384", flush=True)
     prompts = chat_prompts(tok)
     for label, shares in (("int8, per token", token_agreement(int8, bf16, prompts)),
                           ("int8, free-running", greedy_agreement(int8, bf16, prompts)),

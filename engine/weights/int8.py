@@ -3,21 +3,20 @@ CPUs whose compiled kernels include engine/kernels/int8_linear.cpp.
 
 Each output channel keeps one float scale (max |w| / 127) and every row of x is quantised
 on the fly with its own (per-token) scale, so a matmul runs on int8 products: twice bf16's
-rate with AVX-512 VNNI. Per-token scales alone cost SmolLM2-135M ~2% perplexity: a few
-input channels carry outliers that crush the others' resolution. SmoothQuant (Xiao et al.,
-2023) moves them into the weights: each input channel j is divided by
-s_j = sqrt(max|x_j| / max|W_j|) in x and multiplied by it in W, with max|x_j| measured once
-at load on a short built-in text (`CALIBRATION_TEXT`). That leaves the perplexity of a fixed
-English text within 1% of float32 (bench/int8_quality.py; tests/engine/test_int8_quality.py).
-The LM head keeps its bf16 and per-row int8 copies: quantising its input costs another 1.3%.
-
-Smoothing halves an outlier but keeps some of it in x and moves the rest into W, where it
-coarsens that weight row's scale: on the fixed text the int8 path stayed ~2.6-3.3% above
-float32 (weights alone +1.1%, activations alone +1.4%). So the `OUTLIER_CHANNELS` inputs
-with the largest calibration maxima skip the int8 product altogether (LLM.int8()'s
-decomposition with the channels chosen once): their weights stay in float and the kernel
-adds them while scaling. Eight of 576 or 1,536 channels cost ~3% of the int8 matmuls' time
-and bring the text from +2.6% to +1.7% (bench/int8_quality.py).
+rate with AVX-512 VNNI. A few input channels carry outliers that crush the others'
+resolution under per-token scales. SmoothQuant (Xiao et al., 2023) moves them into the
+weights: each input channel j is divided by s_j = sqrt(max|x_j| / max|W_j|) in x and
+multiplied by it in W, with max|x_j| measured once at load on a short built-in text
+(`CALIBRATION_TEXT`). Simulated on the fixed English text of bench/int8_quality.py,
+quantising the activations alone costs +4.1% perplexity without smoothing and +1.4% with
+it, the smoothed weights alone +1.1%: smoothing halves an outlier, keeps some of it in x
+and moves the rest into W, where it coarsens that weight row's scale. So the
+`OUTLIER_CHANNELS` inputs with the largest calibration maxima skip the int8 product
+altogether (LLM.int8()'s decomposition with the channels chosen once): their weights stay
+in float and the kernel adds them while scaling. Eight of 576 or 1,536 channels cost ~3% of
+the int8 matmuls' time and bring the text from +2.6% to +1.7% above float32
+(tests/engine/test_int8.py checks a slice). The LM head keeps its bf16 and per-row int8
+copies: quantising its input costs another 1.3%.
 """
 
 from __future__ import annotations
