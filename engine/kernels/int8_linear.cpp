@@ -156,7 +156,8 @@ at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& weight_t,
                     k <= 64,
                 "outlier_cols must be int64 [k], k <= 64");
     TORCH_CHECK(outlier_weight->scalar_type() == at::kFloat && outlier_weight->is_contiguous() &&
-                    outlier_weight->size(0) == k && outlier_weight->size(1) == N,
+                    outlier_weight->dim() == 2 && outlier_weight->size(0) == k &&
+                    outlier_weight->size(1) == N,
                 "outlier_weight must be float32 [k, N]");
     outliers = {outlier_cols->data_ptr<int64_t>(), outlier_weight->data_ptr<float>(), k};
     for (int64_t j = 0; j < k; ++j)
