@@ -16,6 +16,8 @@ import random
 from pathlib import Path
 
 from cache.keys import CacheRequest, verify_text
+from cache.training import generate
+from cache.training.generate import numbered
 
 FILE = Path(__file__).with_name("data") / "conversations" / "families.jsonl"
 
@@ -29,8 +31,7 @@ def text(messages: list[dict]) -> str:
 
 
 def pair(a: str, b: str, same: bool, category: str, group: str) -> dict:
-    return {"a": a, "b": b, "same_answer": same, "category": category, "group": group,
-            "source": "conversation"}
+    return {**generate.pair(a, b, same, category, group), "source": "conversation"}
 
 
 def family_pairs(row: dict, rnd: random.Random) -> list[dict]:
@@ -54,7 +55,4 @@ def pairs(seed: int = 13, path: Path = FILE) -> list[dict]:
         return []
     rnd = random.Random(seed)
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    out = [p for row in rows for p in family_pairs(row, rnd)]
-    for i, p in enumerate(out):
-        p["id"] = f"conv-{i:05d}"
-    return out
+    return numbered([p for row in rows for p in family_pairs(row, rnd)], "conv")

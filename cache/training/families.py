@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cache.training import perturb
+from cache.training.generate import numbered, pair
 
 FOLDER = Path(__file__).with_name("data") / "families"
 KINDS = frozenset({"attribute", "question_word", "swapped", "negation", "numbers", "lookalike",
@@ -55,10 +56,6 @@ def load(folder: Path = FOLDER) -> list[Family]:
             for line in path.read_text().splitlines() if line.strip()]
 
 
-def pair(a: str, b: str, same: bool, category: str, group: str) -> dict:
-    return {"a": a, "b": b, "same_answer": same, "category": category, "group": group}
-
-
 def family_pairs(family: Family, rnd: random.Random, forms_per_miss: int = 3) -> Iterator[dict]:
     """The labelled pairs one family gives (about 43): every two of its wordings (the
     question and its rewordings: the scarce, hard class), each near miss with
@@ -78,7 +75,4 @@ def family_pairs(family: Family, rnd: random.Random, forms_per_miss: int = 3) ->
 def pairs(seed: int = 11, folder: Path = FOLDER) -> list[dict]:
     """All families' pairs, reproducibly ordered, with ids `fam-NNNNN`."""
     rnd = random.Random(seed)
-    out = [p for family in load(folder) for p in family_pairs(family, rnd)]
-    for i, p in enumerate(out):
-        p["id"] = f"fam-{i:05d}"
-    return out
+    return numbered([p for family in load(folder) for p in family_pairs(family, rnd)], "fam")

@@ -70,6 +70,13 @@ def pair(a: str, b: str, same: bool, category: str, group: str) -> Pair:
     return {"a": a, "b": b, "same_answer": same, "category": category, "group": group}
 
 
+def numbered(pairs: list[Pair], prefix: str) -> list[Pair]:
+    """`pairs` with ids `<prefix>-NNNNN` in their order."""
+    for i, x in enumerate(pairs):
+        x["id"] = f"{prefix}-{i:05d}"
+    return pairs
+
+
 def family_pairs(rnd: random.Random, per_slot: int) -> Iterator[Pair]:
     """Rewordings (same), other families on the slot (attribute), other slots (entity)."""
     for cls, families in FAMILIES.items():
@@ -193,9 +200,7 @@ def generate(seed: int = 7, per_slot: int = 10) -> list[Pair]:
         pairs.append(pair(p.with_typos(item["a"], rnd), item["b"], False, item["category"],
                           item["group"]))  # a typo on one side keeps a near miss a near miss
     pairs = [x for x in pairs if x["a"].strip().lower() != x["b"].strip().lower() or x["same_answer"]]
-    for i, x in enumerate(pairs):
-        x["id"] = f"gen-{i:05d}"
-    return pairs
+    return numbered(pairs, "gen")
 
 
 def main(argv: list[str] | None = None) -> int:
