@@ -43,16 +43,15 @@ constexpr int kQuads = kGroup / 4;
 constexpr int kRowsPerPass = 8;  // rows whose accumulators stay in registers at once
 constexpr int kPrefetch = 4;     // blocks ahead whose lines are asked for
 
-// Each row of x quantised per group: int8 codes, the scale, the quantised group's sum
-// (scale * codes' sum) and the codes' sum.
+// Each row of x quantised per group: int8 codes, the scale and the codes' sum (the quantised
+// group's sum is scale * codes' sum).
 struct QuantizedRows {
   const int8_t* q;      // [M, K]
   const float* scale;   // [M, groups]
-  const float* sum;     // [M, groups]
   const int32_t* qsum;  // [M, groups]
 };
 
-void quantize(const c10::BFloat16* x, int64_t M, int64_t K, int8_t* q, float* scale, float* sum,
+void quantize(const c10::BFloat16* x, int64_t M, int64_t K, int8_t* q, float* scale,
               int32_t* qsum) {
   const int64_t groups = K / kGroup;
   for (int64_t r = 0; r < M; ++r) {
@@ -68,9 +67,7 @@ void quantize(const c10::BFloat16* x, int64_t M, int64_t K, int8_t* q, float* sc
       _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtsepi32_epi8(qa));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), _mm512_cvtsepi32_epi8(qb));
       scale[r * groups + g] = s;
-      const int32_t codes_sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
-      qsum[r * groups + g] = codes_sum;
-      sum[r * groups + g] = s * static_cast<float>(codes_sum);
+      qsum[r * groups + g] = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
     }
   }
 }
@@ -140,8 +137,11 @@ void rows_pass(const QuantizedRows& x, const uint8_t* w, c10::BFloat16* out, int
       }
       if constexpr (Codes::kOffset) {
         const __m512 m = load_fp16(sc + kCols * 2);
-        for (int r = 0; r < R; ++r)
-          acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(x.sum[(r0 + r) * groups + g]), acc[r]);
+        for (int r = 0; r < R; ++r) {
+          const int64_t rg = (r0 + r) * groups + g;
+          const float xsum = x.scale[rg] * static_cast<float>(x.qsum[rg]);
+          acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(xsum), acc[r]);
+        }
       }
     }
     for (int r = 0; r < R; ++r) simd::store_bf16(out + (r0 + r) * N + b * kCols, acc[r]);
@@ -181,11 +181,10 @@ at::Tensor vnni_matmul(const at::Tensor& x, const at::Tensor& blocks, int64_t N)
   const int64_t groups = K / kGroup;
   at::Tensor q = at::empty({M, K}, x.options().dtype(at::kChar));
   at::Tensor scale = at::empty({M, groups}, x.options().dtype(at::kFloat));
-  at::Tensor sum = at::empty({M, groups}, x.options().dtype(at::kFloat));
   at::Tensor qsum = at::empty({M, groups}, x.options().dtype(at::kInt));
   quantize(xc.data_ptr<c10::BFloat16>(), M, K, q.data_ptr<int8_t>(), scale.data_ptr<float>(),
-           sum.data_ptr<float>(), qsum.data_ptr<int32_t>());
-  const QuantizedRows rows{q.data_ptr<int8_t>(), scale.data_ptr<float>(), sum.data_ptr<float>(),
+           qsum.data_ptr<int32_t>());
+  const QuantizedRows rows{q.data_ptr<int8_t>(), scale.data_ptr<float>(),
                            qsum.data_ptr<int32_t>()};
   at::Tensor out = at::empty({M, N}, x.options());
   const uint8_t* w = blocks.data_ptr<uint8_t>();
