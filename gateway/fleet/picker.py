@@ -18,15 +18,20 @@ a rendezvous hash of the session id (else of a block near the prompt's start) ra
 so gateways that share no state still place a new prefix or session alike. An imbalance
 override drops any replica with `imbalance_ratio` x the mean requests + `imbalance_slack`
 or more, so a hot prefix spills to other replicas (which then hold it too) instead of
-queueing on one. `session` keeps each session on its rendezvous replica (unless overloaded),
-`least_loaded` takes the fewest requests, `round_robin` and `random` ignore everything.
+queueing on one; and, since requests in flight are few when a large fleet is lightly
+loaded, it also drops a replica that has any request in flight and took `share_ratio` x the
+mean share of the last `share_window` picks per candidate + 1 or more: a hot prefix then
+spreads over enough replicas that none works twice as hard as the mean, while an idle
+replica is never passed over (moving a long document would cost more than it saves).
+`session` keeps each session on its rendezvous replica (unless overloaded), `least_loaded`
+takes the fewest requests, `round_robin` and `random` ignore everything.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-from collections import OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -52,6 +57,8 @@ class PickerSettings:
     affinity_blocks: int = 8  # without a session: the block whose hash breaks ties
     imbalance_ratio: float = 1.5
     imbalance_slack: float = 2.0
+    share_ratio: float = 1.75  # recent picks over the mean that pass a replica over
+    share_window: int = 16  # picks remembered per candidate for that bar
     kv_high: float = 0.95  # KV use above this: the replica would evict or preempt
 
 
@@ -84,6 +91,8 @@ class EndpointPicker:
         self.rng = rng or random.Random(0)
         self.sessions: OrderedDict[str, str] = OrderedDict()  # session -> where it went last
         self._turn = 0
+        self._recent: deque[str] = deque()  # where the last picks went, oldest first
+        self._recent_counts: Counter[str] = Counter()
 
     def pick(self, candidates: Sequence[str], loads: Mapping[str, EndpointLoad], *,
              keys: Sequence[int] = (), prompt_tokens: int = 0,
@@ -113,6 +122,8 @@ class EndpointPicker:
         """The request went to `pick.endpoint`: its prompt will be cached there."""
         if keys:
             self.locator.add(pick.endpoint, keys)
+        self._recent.append(pick.endpoint)
+        self._recent_counts[pick.endpoint] += 1
         if session_id:
             self.sessions[session_id] = pick.endpoint
             self.sessions.move_to_end(session_id)
@@ -166,11 +177,19 @@ class EndpointPicker:
 
     def _not_overloaded(self, candidates: Sequence[str],
                         loads: Mapping[str, EndpointLoad]) -> list[str]:
-        """Candidates below the imbalance bar (all of them when every one is above it)."""
+        """Candidates below both imbalance bars, requests in flight and (for a replica with
+        any) share of the recent picks; all of them when every one is above."""
+        s = self.settings
         counts = [loads.get(e, _IDLE).requests for e in candidates]
-        mean = sum(counts) / len(counts)
-        bar = self.settings.imbalance_ratio * mean + self.settings.imbalance_slack
-        allowed = [e for e, n in zip(candidates, counts, strict=True) if n < bar]
+        bar = s.imbalance_ratio * sum(counts) / len(counts) + s.imbalance_slack
+        window = s.share_window * len(candidates)
+        while len(self._recent) > window:
+            self._recent_counts[self._recent.popleft()] -= 1
+        picks = [self._recent_counts.get(e, 0) for e in candidates]
+        share_bar = (s.share_ratio * sum(picks) / len(picks) + 1
+                     if len(self._recent) >= window else float("inf"))
+        allowed = [e for e, n, k in zip(candidates, counts, picks, strict=True)
+                   if n < bar and (k < share_bar or n == 0)]
         return allowed or list(candidates)
 
     def _least_loaded(self, candidates: Sequence[str], loads: Mapping[str, EndpointLoad]) -> str:

@@ -9,7 +9,7 @@ import pytest
 from gateway.fleet.block_keys import block_keys, root_key, salt_extra
 from gateway.fleet.block_locator import BlockLocator
 from gateway.fleet.load import EndpointLoad, LoadTracker
-from gateway.fleet.picker import EndpointPicker, PickerSettings, rendezvous
+from gateway.fleet.picker import EndpointPicker, Pick, PickerSettings, rendezvous
 
 A, B, C = "http://a/v1", "http://b/v1", "http://c/v1"
 FLEET = [A, B, C]
@@ -101,6 +101,25 @@ def test_imbalance_override_keeps_a_hot_prefix_off_an_overloaded_replica() -> No
              B: EndpointLoad(in_flight=1, prefilling=1, pending_tokens=100)}
     pick = p.pick(FLEET, loads, keys=keys(*range(1, 40)), prompt_tokens=156)
     assert (pick.endpoint, pick.reason) == (C, "override")  # C is idle, B has one
+
+
+def test_a_replica_that_took_too_many_recent_picks_is_passed_over() -> None:
+    # in flight counts say nothing in a lightly loaded fleet; the share of recent picks does
+    p = picker(share_window=2)  # 2 picks per candidate: the last 6 are remembered
+    prompt = keys(*range(1, 40))
+    p.locator.add(A, prompt)
+    for _ in range(5):
+        p.record(p.pick(FLEET, {}, keys=prompt, prompt_tokens=156), prompt)
+    assert p.locator.matches(prompt) == {A: 39}  # the window is not full yet: all went to A
+    p.record(p.pick(FLEET, {}, keys=prompt, prompt_tokens=156), prompt)  # A: 6 of 6
+    assert p.pick(FLEET, {}, keys=prompt, prompt_tokens=156).endpoint == A  # idle: kept
+    decoding = {A: EndpointLoad(in_flight=1)}  # one request, far under the in-flight bar
+    spill = p.pick(FLEET, decoding, keys=prompt, prompt_tokens=156)  # 6 >= 1.75 x 2 + 1
+    assert (spill.endpoint, spill.reason) == (rendezvous(str(prompt[7]), [B, C]), "override")
+    for endpoint in (B, C, B, C):
+        p.record(Pick(endpoint, "prefix"), [])
+    back = p.pick(FLEET, decoding, keys=prompt, prompt_tokens=156)  # A: 2 of the last 6
+    assert (back.endpoint, back.reason) == (A, "prefix")
 
 
 def test_ties_break_by_rendezvous_so_gateways_agree() -> None:
