@@ -15,7 +15,9 @@ would wait for there, in prompt tokens to compute:
 
 and takes the cheapest. Costs within `tie_tokens` of the best tie; ties go to the replica
 a rendezvous hash of the session id (else of a block near the prompt's start) ranks first,
-so gateways that share no state still place a new prefix or session alike. An imbalance
+so gateways that share no state still place a new prefix or session alike; but when every
+tied replica holds as much of the prompt, the cheapest of them takes it (the hash ranks
+equals), since spreading then loses no cache hit. An imbalance
 override drops any replica with `imbalance_ratio` x the mean requests + `imbalance_slack`
 or more, so a hot prefix spills to other replicas (which then hold it too) instead of
 queueing on one; and, since requests in flight are few when a large fleet is lightly
@@ -159,6 +161,11 @@ class EndpointPicker:
             endpoint = tied[0]
         elif last in tied:
             endpoint = last
+        elif len({matched.get(e, 0) for e in tied}) == 1 and matched.get(tied[0], 0):
+            # all hold as much of the prompt: nothing to keep together, take the cheapest
+            low = min(costs[e] for e in tied)
+            endpoint = rendezvous(self._affinity_key(keys, session_id),
+                                  [e for e in tied if costs[e] == low])
         else:
             endpoint = rendezvous(self._affinity_key(keys, session_id), tied)
         held = matched.get(endpoint, 0)

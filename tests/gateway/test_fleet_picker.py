@@ -132,6 +132,25 @@ def test_ties_break_by_rendezvous_so_gateways_agree() -> None:
     assert s1.endpoint == rendezvous("s-1", FLEET)
 
 
+def test_when_every_tied_replica_holds_the_prompt_the_cheapest_takes_it() -> None:
+    p = picker()
+    prompt = keys(1, 2, 3)
+    favourite = rendezvous(str(prompt[-1]), FLEET)
+    for endpoint in FLEET:
+        p.locator.add(endpoint, prompt)
+    assert p.pick(FLEET, {}, keys=prompt, prompt_tokens=12).endpoint == favourite
+    # one request decoding there (16 tokens, within the tie): the others hold it as well
+    busy = {favourite: EndpointLoad(in_flight=1)}
+    others = [e for e in FLEET if e != favourite]
+    pick = p.pick(FLEET, busy, keys=prompt, prompt_tokens=12)
+    assert (pick.endpoint, pick.reason) == (rendezvous(str(prompt[-1]), others), "prefix")
+    # where only the favourite holds it, near ties still keep the prompt together there
+    p.forget(others[0])
+    p.forget(others[1])
+    p.locator.add(others[0], prompt[:2])
+    assert p.pick(FLEET, busy, keys=prompt, prompt_tokens=16).endpoint == favourite
+
+
 def test_prefix_keeps_a_session_where_it_went_last() -> None:
     p = picker()
     first = p.pick(FLEET, {}, keys=keys(1), prompt_tokens=4, session_id="s")
