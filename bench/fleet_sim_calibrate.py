@@ -5,8 +5,9 @@
 Runs `LLMEngine` in this process with one torch thread (as each live replica runs) and
 times single steps: a prefill of N new tokens behind C cached ones (N = 32 … 512, C = 0 and
 1,024), and decode steps of k = 1 … 16 requests. Least squares give the step's fixed cost
-(from the decodes), the cost per prefill token and per (query, context) token pair
-attended (from the prefills), and per decoding request. Medians of `--repeats` steps; the
+and the cost per decoding request (from the decodes), then what a step that prefills costs
+beyond that whatever its size, per prefill token and per (query, context) token pair
+attended (from the prefills). Medians of `--repeats` steps; the
 machine is shared, so run it twice and compare.
 """
 
@@ -34,12 +35,14 @@ def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
-def _fit_prefill(points: list[tuple[int, int, float]], fixed_s: float) -> tuple[float, float]:
-    """(seconds per new token, per attended pair) fitting t - fixed = a N + b N (C + N/2)."""
-    rows = np.array([[n, n * (c + n / 2)] for n, c, _ in points])
+def _fit_prefill(points: list[tuple[int, int, float]],
+                 fixed_s: float) -> tuple[float, float, float]:
+    """(a prefill step's fixed seconds beyond `fixed_s`, seconds per new token, per attended
+    pair) fitting t - fixed = f + a N + b N (C + N/2)."""
+    rows = np.array([[1.0, n, n * (c + n / 2)] for n, c, _ in points])
     times = np.array([t - fixed_s for _, _, t in points])
-    (per_token, per_pair), *_ = np.linalg.lstsq(rows, times, rcond=None)
-    return float(per_token), float(per_pair)
+    (extra, per_token, per_pair), *_ = np.linalg.lstsq(rows, times, rcond=None)
+    return max(0.0, float(extra)), float(per_token), float(per_pair)
 
 
 def _timed_step(engine: LLMEngine) -> float:
@@ -82,9 +85,10 @@ def measure(repeats: int = 7, seed: int = 0) -> dict:
             engine.step()
         decode.append((k, statistics.median(times)))
     d0, per_seq = _fit(decode)
-    per_token, per_pair = _fit_prefill(prefill, d0)
+    extra, per_token, per_pair = _fit_prefill(prefill, d0)
     return {"step_s": round(d0, 5), "prefill_token_s": round(per_token, 7),
             "decode_seq_s": round(per_seq, 6), "attend_pair_s": round(per_pair, 10),
+            "prefill_step_s": round(extra, 5),
             "prefill_points": prefill, "decode_points": decode}
 
 

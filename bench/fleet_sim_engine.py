@@ -8,6 +8,7 @@ prefix cache of `capacity_blocks` blocks. A step lasts
 
     step_s + prefill_token_s x prefill tokens + decode_seq_s x decoding requests
            + attend_pair_s x (query token, context token) pairs attended
+           + prefill_step_s when the step prefills anything
 
 (`StepCosts`, measured on the real engine by `bench/fleet_sim_calibrate.py`). Blocks leave
 the cache in LRU order (a prefilling request touches its blocks every step, so they are the
@@ -23,18 +24,22 @@ from typing import Any
 
 @dataclass
 class StepCosts:
-    """Seconds per engine step. Defaults: `headstart engine` with one torch thread and no
-    compiled kernels on the shared 2-core development machine (`python -m
-    bench.fleet_sim_calibrate`, 2026-11-25, under other work: slower than a quiet run)."""
+    """Seconds per engine step. Defaults: `headstart engine` with one torch thread and its
+    AVX-512 kernels (int8 prefill, VNNI decode) on the 2-core development machine without
+    AMX (`python -m bench.fleet_sim_calibrate`, 2026-11-27, quiet). A step that prefills
+    costs `prefill_step_s` more than a decode step whatever its size (32 new tokens take
+    52 ms, a decode step 8 ms): the prefill path's fixed work."""
 
-    step_s: float = 0.034
-    prefill_token_s: float = 0.0027
-    decode_seq_s: float = 0.0044
-    attend_pair_s: float = 2.5e-6  # one query token against one context token
+    step_s: float = 0.00585
+    prefill_token_s: float = 0.00062
+    decode_seq_s: float = 0.00101
+    attend_pair_s: float = 4.4e-7  # one query token against one context token
+    prefill_step_s: float = 0.0295
 
     def step(self, prefill_tokens: int, decodes: int, pairs: float = 0.0) -> float:
         return (self.step_s + self.prefill_token_s * prefill_tokens
-                + self.decode_seq_s * decodes + self.attend_pair_s * pairs)
+                + self.decode_seq_s * decodes + self.attend_pair_s * pairs
+                + (self.prefill_step_s if prefill_tokens else 0.0))
 
 
 @dataclass(eq=False)

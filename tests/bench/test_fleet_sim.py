@@ -4,6 +4,7 @@ use the gateway's real picker (small fleets, short runs; no timing)."""
 from __future__ import annotations
 
 from bench.fleet_sim import FleetSim, SimConfig, simulate
+from bench.fleet_sim_calibrate import _fit_prefill
 from bench.fleet_sim_calibration import calibrate, live_seed
 from bench.fleet_sim_engine import SimReplica, SimRequest, StepCosts
 from bench.fleet_sim_workloads import TraceSizes, build
@@ -14,7 +15,8 @@ from gateway.fleet.block_keys import block_keys
 from gateway.fleet.picker import EndpointPicker
 from gateway.fleet.prompt_tokens import load_tokenizer
 
-COSTS = StepCosts(step_s=0.01, prefill_token_s=0.001, decode_seq_s=0.002, attend_pair_s=0.0)
+COSTS = StepCosts(step_s=0.01, prefill_token_s=0.001, decode_seq_s=0.002, attend_pair_s=0.0,
+                  prefill_step_s=0.0)
 
 
 def request(tokens: list[int], answer: int = 2) -> SimRequest:
@@ -39,11 +41,25 @@ def test_replica_decodes_first_then_prefills_within_the_budget() -> None:
 
 
 def test_a_step_costs_its_attended_pairs_too() -> None:
-    r = SimReplica("r", StepCosts(0.01, 0.001, 0.002, attend_pair_s=1e-4), capacity_blocks=64,
-                   block_size=4)
+    r = SimReplica("r", StepCosts(0.01, 0.001, 0.002, attend_pair_s=1e-4, prefill_step_s=0.0),
+                   capacity_blocks=64, block_size=4)
     r.submit(request(list(range(30))))
     _, duration = r.plan()  # all 30 tokens, each attending the ones before it: 30 x 15 pairs
     assert duration == 0.01 + 30 * 0.001 + 30 * 15 * 1e-4
+
+
+def test_a_step_that_prefills_pays_the_prefill_steps_fixed_cost_once() -> None:
+    costs = StepCosts(0.01, 0.001, 0.002, attend_pair_s=0.0, prefill_step_s=0.03)
+    assert costs.step(0, 3) == 0.01 + 3 * 0.002  # decodes alone: no prefill cost
+    assert costs.step(16, 3) == 0.01 + 0.03 + 16 * 0.001 + 3 * 0.002
+
+
+def test_calibration_fit_separates_a_prefill_steps_fixed_cost() -> None:
+    # steps timed as 8 ms + 30 ms + 0.6 ms a token + 0.5 us a pair are fitted back exactly
+    points = [(n, c, 0.008 + 0.03 + 0.0006 * n + 5e-7 * n * (c + n / 2))
+              for c in (0, 1024) for n in (32, 128, 256, 512)]
+    extra, per_token, per_pair = _fit_prefill(points, 0.008)
+    assert (round(extra, 6), round(per_token, 7), round(per_pair, 9)) == (0.03, 0.0006, 5e-7)
 
 
 def test_replica_reuses_cached_blocks_and_evicts_least_recently_used() -> None:
@@ -125,6 +141,12 @@ def test_calibration_replays_a_live_run() -> None:
     assert first["policy"] == "prefix" and first["live_p95_ms"] == 200.0
     assert first["live_hit"] == 0.8 and first["rate"] == 2.0 and second["rate"] == 1.0
     assert first["sim_p95_ms"] > 0 and 0 < first["sim_hit"] < 1
-    # the second run starts on the first's replicas: its apps' prompts are cached already
-    assert second["sim_hit"] > first["sim_hit"]
+    assert second["sim_hit"] > 0.5
+    # each run starts on the replicas (and caches) the run before it left
+    config = SimConfig(replicas=2, workload="groups", rate=2.0, duration_s=5.0)
+    leader = FleetSim(config)
+    leader.run()
+    held = {name: list(r.cache) for name, r in leader.replicas.items()}
+    follower = FleetSim(config, after=leader)
+    assert all(held.values()) and {n: list(r.cache) for n, r in follower.replicas.items()} == held
     assert live_seed(0, 2.0) == 2000 and live_seed(1, 0.5) == 100_503
