@@ -80,8 +80,11 @@ def perplexity(model: LlamaModel, ids: list[int], window: int = 512) -> float:
     return math.exp(nll / count)
 
 
-def decode_perplexity(model: LlamaModel, ids: list[int], window: int = 384,
-                      windows: int = 3) -> float:
+DECODE_WINDOW, DECODE_WINDOWS = 384, 3  # tokens read one a step: 3 x 384
+
+
+def decode_perplexity(model: LlamaModel, ids: list[int], window: int = DECODE_WINDOW,
+                      windows: int = DECODE_WINDOWS) -> float:
     """Perplexity of the first `windows` windows of `ids` read one token a step: every
     logit comes from a decode step (the packed decode copies), teacher-forced."""
     nll, count = 0.0, 0
@@ -158,10 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, model in (("float32", fp32), ("bf16", bf16), ("int8 matmuls", int8)):
         ppl = perplexity(model, ids, args.window)
         print(f"| {name} | {ppl:.3f} | {ppl / ref - 1:+.2%} |", flush=True)
-    ref = perplexity(fp32, ids[:3 * 384 + 1], 384)
+    ref = perplexity(fp32, ids[:DECODE_WINDOWS * DECODE_WINDOW + 1], DECODE_WINDOW)
     ppl = decode_perplexity(bf16, ids)
-    print(f"decode steps (one token a step, 3 x 384 tokens): {ppl:.3f}, {ppl / ref - 1:+.2%} "
-          f"vs float32 read in windows of 384", flush=True)
+    print(f"decode steps (one token a step, {DECODE_WINDOWS} x {DECODE_WINDOW} tokens): "
+          f"{ppl:.3f}, {ppl / ref - 1:+.2%} vs float32 read in windows of {DECODE_WINDOW}",
+          flush=True)
     prompts = chat_prompts(tok)
     for label, shares in (("int8, per token", token_agreement(int8, bf16, prompts)),
                           ("int8, free-running", greedy_agreement(int8, bf16, prompts)),

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from cache.keys import CacheRequest, verify_text
 from cache.training import generate
-from cache.training.generate import numbered
 
 FILE = Path(__file__).with_name("data") / "conversations" / "families.jsonl"
 
@@ -55,4 +54,4 @@ def pairs(seed: int = 13, path: Path = FILE) -> list[dict]:
         return []
     rnd = random.Random(seed)
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return numbered([p for row in rows for p in family_pairs(row, rnd)], "conv")
+    return generate.numbered([p for row in rows for p in family_pairs(row, rnd)], "conv")
