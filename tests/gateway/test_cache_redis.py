@@ -26,8 +26,15 @@ def test_redis_killed_mid_run_then_back(engine_server, fresh_redis):
         assert h["x-cache"] == "miss" and answer.choices[0].message.content
         fresh_redis.start()  # same port, empty
         time.sleep(1.0)  # past the store's back-off
-        assert chat(client, q)[0]["x-cache"] == "miss"  # stored again now
-        assert chat(client, q)[0]["x-cache"] == "exact"
+        assert chat(client, q)[0]["x-cache"] == "miss"  # the new Redis holds nothing
+        # stored again and served: a slow first call to the new server (a loaded machine)
+        # may cost one more back-off, so recovery is given a few seconds, not one request
+        seen = [chat(client, q)[0]["x-cache"]]
+        deadline = time.monotonic() + 10
+        while seen[-1] != "exact" and time.monotonic() < deadline:
+            time.sleep(0.3)
+            seen.append(chat(client, q)[0]["x-cache"])
+        assert seen[-1] == "exact", seen
     finally:
         server.stop()
 
