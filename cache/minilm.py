@@ -6,6 +6,9 @@ can run frozen lower layers once and train the top ones on their output, and so 
 inference can hold its linear layers prepacked for oneDNN in bfloat16 (`for_inference`):
 one 12-token sentence then encodes in about 4.7 ms on one AVX-512 thread, against 12.7 ms
 for the traced float32 transformers model (cosine 0.99996 between the two vectors).
+Where the engine multiplies in int8 (AVX-512 VNNI without AMX: `engine.weights.int8_wanted`),
+the linears run on its int8 kernel instead, x quantised per token and each weight row with
+its own scale: a pair of 26-token rows reads in 6.5 ms instead of 9.0 in bfloat16.
 """
 
 from __future__ import annotations
@@ -146,14 +149,48 @@ class PackedLinear(nn.Module):
         return out.view(*x.shape[:-1], out.shape[-1])
 
 
-def for_inference(model: Encoder, bf16: bool | None = None) -> Encoder:
+class Int8Linear(nn.Module):
+    """A linear layer on the engine's int8 kernel: weight rows as int8 with a scale each,
+    every row of x quantised with its own scale as it is multiplied (bfloat16 in and out)."""
+
+    def __init__(self, linear: nn.Linear, kernels) -> None:
+        super().__init__()
+        from engine.weights.int8 import PackedW8A8
+
+        self.packed = PackedW8A8.from_dense(linear.weight.detach().float(), kernels)
+        self.bias = None if linear.bias is None else linear.bias.detach().to(torch.bfloat16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.packed.matmul(x.reshape(-1, x.shape[-1]), self.bias)
+        return out.view(*x.shape[:-1], out.shape[-1])
+
+
+def int8_kernels(int8: bool | None = None):
+    """The engine's compiled kernels where the linears should run in int8 (`int8`, else
+    the engine's own choice for this CPU), or None."""
+    if int8 is False:
+        return None
+    from engine.kernels.build import kernels
+    from engine.weights import int8_wanted
+
+    return kernels() if int8_wanted(int8) else None
+
+
+def for_inference(model: Encoder, bf16: bool | None = None, int8: bool | None = None) -> Encoder:
     """`model` in eval mode, in bfloat16 where the CPU has it (or as `bf16` says), its
-    layers' linears prepacked where this torch has oneDNN (then it can no longer train)."""
+    layers' linears on the int8 kernel where `int8_kernels(int8)` gives one (bfloat16
+    only), else prepacked where this torch has oneDNN (either way it can no longer train)."""
     model = model.eval().requires_grad_(False)
     if bf16_supported() if bf16 is None else bf16:
         model = model.to(torch.bfloat16)
-    if torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
-        for layer in model.layers:
-            for name in ("qkv", "out", "up", "down"):
-                setattr(layer, name, PackedLinear(getattr(layer, name)))
+    module = int8_kernels(int8) if model.norm.weight.dtype == torch.bfloat16 else None
+    if module is not None:
+        wrap = lambda linear: Int8Linear(linear, module)  # noqa: E731
+    elif torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
+        wrap = PackedLinear
+    else:
+        return model
+    for layer in model.layers:
+        for name in ("qkv", "out", "up", "down"):
+            setattr(layer, name, wrap(getattr(layer, name)))
     return model

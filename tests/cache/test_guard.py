@@ -3,6 +3,7 @@ the rest. (How often the verifier is right is measured on labelled pairs: test_e
 `headstart eval-cache`; here, what the guard does with its scores.) Every table asserts the reason, so a guard that crashes (reason `guard_error`)
 fails it instead of passing as a rejection."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -119,15 +120,38 @@ def test_int8_storage_keeps_each_weight_within_half_a_step():
     assert torch.equal(back["bias"], weights["bias"]) and torch.equal(back["head"], weights["head"])
 
 
+SCORED_PAIRS = [
+    ("How do I reset my password?", "I forgot my password, how do I get a new one?"),
+    ("When was the Eiffel Tower built?", "Where was the Eiffel Tower built?"),
+    ("How do I migrate from MySQL to Postgres?", "How do I migrate from Postgres to MySQL?"),
+    ("What is the capital of Australia?", "Which city is Australia's capital?"),
+    ("How many calories are in a banana?", "How much potassium is in a banana?"),
+]
+
+
+def logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return np.log(p / (1 - p))
+
+
 def test_bfloat16_scores_stay_within_a_hundredth_of_float32():
-    model = shared()
-    if not model.bf16:
+    if not shared().bf16:
         pytest.skip("this CPU has no native bfloat16: the verifier runs in float32")
-    pairs = [("How do I reset my password?", "I forgot my password, how do I get a new one?"),
-             ("When was the Eiffel Tower built?", "Where was the Eiffel Tower built?"),
-             ("How do I migrate from MySQL to Postgres?", "How do I migrate from Postgres to MySQL?")]
+    bf16 = PairModel.load(bf16=True, int8=False)
     exact = PairModel.load(bf16=False)
-    assert abs(exact.score(pairs) - model.score(pairs)).max() < 0.015
+    assert abs(exact.score(SCORED_PAIRS) - bf16.score(SCORED_PAIRS)).max() < 0.015
+
+
+def test_int8_scores_keep_float32s_verdicts_and_logits_within_a_few_tenths():
+    """On CPUs where the engine multiplies in int8 (AVX-512 VNNI, no AMX) the verifier does
+    too: the same verdicts at the shipped threshold, logits near float32's."""
+    int8 = PairModel.load(bf16=True, int8=True) if shared().bf16 else None
+    if int8 is None or not int8.int8:
+        pytest.skip("the engine's int8 kernels are not in use on this CPU")
+    exact = PairModel.load(bf16=False)
+    got, want = int8.score(SCORED_PAIRS), exact.score(SCORED_PAIRS)
+    assert list(got >= exact.threshold) == list(want >= exact.threshold)
+    assert abs(logit(got) - logit(want)).max() < 0.5
 
 
 def conversation(question: str, *earlier: str) -> str:
