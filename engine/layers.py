@@ -137,21 +137,34 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 @dataclass(frozen=True)
 class DecodeCopy:
-    """A packed low-bit copy of a weight (`weight.matmul(x)` = x @ W.T for bf16 x) and the
-    most rows of x for which its kernel beats the dense weight."""
+    """A packed low-bit copy of a weight (`weight.matmul(x)` = x @ W.T for bf16 x), the
+    most rows its kernel takes in one call, and up to how many rows it still beats the
+    other weights when called on slices of at most `max_rows` (0: never sliced)."""
 
     max_rows: int
     weight: Any
+    sliced_max_rows: int = 0
+
+    @property
+    def most_rows(self) -> int:
+        """The most rows this copy serves, whole or sliced."""
+        return max(self.max_rows, self.sliced_max_rows)
 
 
 def decode_matmul(copies: tuple[DecodeCopy, ...], x: Tensor) -> Tensor | None:
-    """x @ W.T by the first copy that serves x's rows; None where the dense weight should."""
+    """x @ W.T by the first copy that serves x's rows, whole or in even slices; None where
+    the dense (or int8) weight should."""
     if not copies or x.dtype != torch.bfloat16:
         return None
     rows = x.shape[0]
     for copy in copies:
         if rows <= copy.max_rows:
             return copy.weight.matmul(x)
+    for copy in copies:
+        if rows <= copy.sliced_max_rows:
+            slices = -(-rows // copy.max_rows)
+            return torch.cat([copy.weight.matmul(part.contiguous())
+                              for part in x.tensor_split(slices)])
     return None
 
 

@@ -115,8 +115,8 @@ def int8_model(smollm_path):
 def test_linears_send_rows_above_the_decode_copies_to_int8(int8_model):
     model, _ = int8_model
     qkv = model.layers[2].self_attn.qkv_proj
-    above = max((c.max_rows for c in qkv.decode_copies), default=0) + 1
-    for rows in (above, 40):
+    above = max((c.most_rows for c in qkv.decode_copies), default=0) + 1
+    for rows in (above, above + 23):
         x = torch.randn(rows, model.config.hidden_size).bfloat16()
         with torch.inference_mode():
             assert torch.equal(qkv(x), qkv.int8_weight.matmul(x, qkv.bias))

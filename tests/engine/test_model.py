@@ -143,10 +143,10 @@ def test_bf16_multi_row_linears_use_prepacked_weights_bit_identically(smollm_bf1
     if not bf16_pack_available(model.lm_head_weight):
         pytest.skip("no oneDNN bf16 linear on this build")
     mlp = model.layers[3].mlp
-    above = max(copy.max_rows for copy in mlp.gate_up_proj.decode_copies + model.lm_head_copies)
+    above = max(copy.most_rows for copy in mlp.gate_up_proj.decode_copies + model.lm_head_copies)
     int8, mlp.gate_up_proj.int8_weight = mlp.gate_up_proj.int8_weight, None
     try:
-        for rows in (above + 1, 40):
+        for rows in (above + 1, above + 23):
             x = torch.randn(rows, model.config.hidden_size, dtype=torch.bfloat16)
             with torch.inference_mode():
                 out = mlp.gate_up_proj(x)

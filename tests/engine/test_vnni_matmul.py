@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from engine.kernels import build as gqk
-from engine.weights.decode_copies import linear_copies, lm_head_copies, vnni_available
+from engine.layers import decode_matmul
+from engine.weights.decode_copies import (
+    VNNI_SLICED_MAX_ROWS,
+    linear_copies,
+    lm_head_copies,
+    vnni_available,
+)
 from engine.weights.packed import Q4Blocks, Q8Blocks
 from engine.weights.vnni_blocks import MAX_ROWS, VnniWeight, _quads
 
@@ -116,11 +122,28 @@ def test_kernel_rejects_what_it_cannot_serve():
 @needs_kernel
 def test_without_amx_linears_and_the_lm_head_take_the_vnni_blocks_up_to_sixteen_rows():
     copies = linear_copies(q4_blocks(32, 64))
-    assert [(c.max_rows, type(c.weight), c.weight.q4) for c in copies] == [
-        (MAX_ROWS, VnniWeight, True)]
+    assert [(c.max_rows, type(c.weight), c.weight.q4, c.sliced_max_rows) for c in copies] == [
+        (MAX_ROWS, VnniWeight, True, VNNI_SLICED_MAX_ROWS)]
     head = lm_head_copies(q8_blocks(32, 64), torch.zeros(32, 64))
     assert [(c.max_rows, type(c.weight), c.weight.q4) for c in head] == [
         (MAX_ROWS, VnniWeight, False)]
+
+
+@needs_kernel
+def test_steps_of_up_to_48_rows_take_the_vnni_blocks_in_even_slices():
+    """17 rows are read as 9 + 8 (not 16 + 1), each slice exactly as the kernel reads it
+    alone; past VNNI_SLICED_MAX_ROWS the copies step aside for the int8 or dense weight."""
+    copies = linear_copies(q4_blocks(960, 576))
+    weight = copies[0].weight
+    torch.manual_seed(5)
+    x = torch.randn(VNNI_SLICED_MAX_ROWS + 1, 576).bfloat16()
+    for rows, parts in [(17, (9, 8)), (33, (11, 11, 11)), (VNNI_SLICED_MAX_ROWS, (16, 16, 16))]:
+        got = decode_matmul(copies, x[:rows])
+        want = torch.cat([weight.matmul(part.contiguous())
+                          for part in x[:rows].split(list(parts))])
+        assert got.shape == (rows, 960) and torch.equal(got, want)
+    assert decode_matmul(copies, x) is None
+    assert decode_matmul(copies, x[:MAX_ROWS]).shape == (MAX_ROWS, 960)
 
 
 def test_the_vnni_kernel_is_only_in_the_avx512_variant():
