@@ -14,6 +14,7 @@ its own scale: a pair of 26-token rows reads in 6.5 ms instead of 9.0 in bfloat1
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 import torch
 from safetensors.torch import load_file
@@ -153,7 +154,7 @@ class Int8Linear(nn.Module):
     """A linear layer on the engine's int8 kernel: weight rows as int8 with a scale each,
     every row of x quantised with its own scale as it is multiplied (bfloat16 in and out)."""
 
-    def __init__(self, linear: nn.Linear, kernels) -> None:
+    def __init__(self, linear: nn.Linear, kernels: ModuleType) -> None:
         super().__init__()
         from engine.weights.int8 import PackedW8A8
 
@@ -165,7 +166,7 @@ class Int8Linear(nn.Module):
         return out.view(*x.shape[:-1], out.shape[-1])
 
 
-def int8_kernels(int8: bool | None = None):
+def int8_kernels(int8: bool | None = None) -> ModuleType | None:
     """The engine's compiled kernels where the linears should run in int8 (`int8`, else
     the engine's own choice for this CPU), or None."""
     if int8 is False:
