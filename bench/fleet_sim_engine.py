@@ -28,7 +28,9 @@ class StepCosts:
     AVX-512 kernels (int8 prefill, VNNI decode) on the 2-core development machine without
     AMX (`python -m bench.fleet_sim_calibrate`, 2026-11-27, quiet). A step that prefills
     costs `prefill_step_s` more than a decode step whatever its size (32 new tokens take
-    52 ms, a decode step 8 ms): the prefill path's fixed work."""
+    52 ms, a decode step 8 ms): the prefill path's fixed work. Since steps of 17-48 rows
+    run on VNNI slices (engine/weights/decode_copies.py) the calibration fits 18.4 ms and
+    33 ms; the defaults stay those of the scenario figures in the README until re-run."""
 
     step_s: float = 0.00585
     prefill_token_s: float = 0.00062

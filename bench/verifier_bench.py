@@ -32,7 +32,7 @@ def logit(p: np.ndarray) -> np.ndarray:
 def forms() -> dict[str, PairModel]:
     out = {"float32": PairModel.load(bf16=False, int8=False)}
     bf16 = PairModel.load(bf16=True, int8=False)
-    if bf16.bf16 and bf16.model.norm.weight.dtype == torch.bfloat16:
+    if bf16.bf16:
         out["bfloat16"] = bf16
         int8 = PairModel.load(bf16=True, int8=True)
         if int8.int8:

@@ -3,10 +3,10 @@ the rest. (How often the verifier is right is measured on labelled pairs: test_e
 `headstart eval-cache`; here, what the guard does with its scores.) Every table asserts the reason, so a guard that crashes (reason `guard_error`)
 fails it instead of passing as a rejection."""
 
-import numpy as np
 import pytest
 import torch
 
+from bench.verifier_bench import logit
 from cache.checks import conversation_clash
 from cache.guard import Guard
 from cache.keys import TURN_SEP
@@ -127,11 +127,6 @@ SCORED_PAIRS = [
     ("What is the capital of Australia?", "Which city is Australia's capital?"),
     ("How many calories are in a banana?", "How much potassium is in a banana?"),
 ]
-
-
-def logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(p, 1e-6, 1 - 1e-6)
-    return np.log(p / (1 - p))
 
 
 def test_bfloat16_scores_stay_within_a_hundredth_of_float32():
