@@ -9,7 +9,9 @@ score 0.97+, above many true rewordings. Every candidate goes through two stages
    together in both orders, serves the candidate when its score reaches the threshold
    chosen by cross-validation (at most 1% of held-out near misses served).
 
-Two questions that read the same once normalised (case, punctuation, fillers, contractions)
+Both stages read the questions with their typos mended (cache/typos.py: a misspelt word
+takes the spelling of the one English word it is one edit from on the other side). Two
+questions that read the same once normalised (case, punctuation, fillers, contractions)
 pass without the model. In a `semantic` context (cache/keys.py, `verify_text`) each side is
 the question and the earlier turns: the exact checks compare the questions and the facts
 named anywhere in the turns, then the verifier reads both conversations whole, against a
@@ -29,6 +31,7 @@ from cache.checks import Clash, any_clash
 from cache.keys import TURN_SEP
 from cache.pair_model import PairModel
 from cache.question import read
+from cache.typos import mend_typos
 
 log = logging.getLogger("headstart.cache")
 Reason = Literal["same_text", "verified", "verifier", "no_verifier", "numbers", "units",
@@ -95,18 +98,20 @@ class Guard:
             return [Verdict(False, "guard_error") for _ in cached]
 
     def _check_many(self, cached: list[str], new: str, bar: float) -> list[Verdict]:
-        """Each candidate against `new`: the same text once normalised passes; another number
-        of turns (a `semantic` context) or an exact clash fails; the verifier reads the rest
-        in one batch, conversations whole against the conversation threshold."""
+        """Each candidate against `new`, typos mended (cache/typos.py): the same text once
+        normalised passes; another number of turns (a `semantic` context) or an exact clash
+        fails; the verifier reads the rest in one batch, conversations whole against the
+        conversation threshold."""
         verdicts: list[Verdict | None] = []
         asks: list[int] = []
         turns = new.count(TURN_SEP)
-        for i, text in enumerate(cached):
+        mended = [mend_typos(text, new) for text in cached]
+        for i, (text, asked) in enumerate(mended):
             if text.count(TURN_SEP) != turns:
                 verdicts.append(Verdict(False, "context"))
-            elif self.same_text(text, new):
+            elif self.same_text(text, asked):
                 verdicts.append(Verdict(True, "same_text"))
-            elif (found := any_clash(text, new)) is not None:
+            elif (found := any_clash(text, asked)) is not None:
                 verdicts.append(Verdict(False, found.reason, clash=found))
             else:
                 verdicts.append(None)
@@ -115,7 +120,7 @@ class Guard:
             for i in asks:
                 verdicts[i] = Verdict(False, "no_verifier")
         elif asks:
-            pairs = [(model_text(cached[i]), model_text(new)) for i in asks]
+            pairs = [(model_text(mended[i][0]), model_text(mended[i][1])) for i in asks]
             for i, s in zip(asks, self.model.score(pairs), strict=True):
                 score = round(float(s), 4)
                 verdicts[i] = Verdict(score >= bar, "verified" if score >= bar else "verifier",

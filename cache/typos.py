@@ -1,0 +1,60 @@
+"""Mending a typo in one question toward the word the other question spells right.
+
+The verifier reads "How do I sfoten brown sugar?" as a different question from "How do I
+soften brown sugar?" more often than not: a misspelt word is a word it has never seen, and
+its training also teaches it that one letter can change an identifier. A misspelling is
+told apart from a look-alike identifier by one rule that holds in any vocabulary: the word
+is no English word (WordNet's lemmas, `cache.question.is_word`), the other question holds
+exactly one English word of four or more letters one edit away (a letter dropped, added,
+replaced, or two swapped) that this one lacks, and both are written as plain words: letters
+only, lower case but perhaps the first, standing alone between spaces and punctuation.
+Names in capitals, `camelCase`, codes like "XR200" and anything joined to a dot, slash,
+underscore, hyphen or bracket ("str.lstrip", "lithium-ion") are never touched, and neither
+are two different English words ("bake" / "make"), so look-alike identifiers reach the exact
+checks and the verifier as written.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cache.question import edits, is_word
+
+_CHUNK = re.compile(r"\S+")
+_PLAIN = re.compile(r"([A-Z]?[a-z]+)(?:'[a-z]+)?")
+_EDGE = ".,;:!?\"'()"
+
+
+def _plain_words(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, word in lower case) of every plain word in `text` (see the module
+    docstring); a word with an apostrophe ("Python's") counts by its letters before it."""
+    found = []
+    for chunk in _CHUNK.finditer(text):
+        core = chunk.group(0).strip(_EDGE)
+        if core and (m := _PLAIN.fullmatch(core)):
+            start = chunk.start() + chunk.group(0).find(core)
+            found.append((start, start + m.end(1), m.group(1).lower()))
+    return found
+
+
+def _mend(text: str, other: set[str], own: set[str]) -> str:
+    targets = [w for w in other if len(w) >= 4 and w not in own and is_word(w)]
+    if not targets:
+        return text
+    out, last = [], 0
+    for start, end, word in _plain_words(text):
+        if len(word) < 3 or word in other or is_word(word):
+            continue
+        near = [t for t in targets if abs(len(t) - len(word)) <= 1 and edits(word, t, 1) <= 1]
+        if len(near) == 1:
+            out += [text[last:start], near[0].capitalize() if text[start].isupper() else near[0]]
+            last = end
+    return "".join(out) + text[last:] if out else text
+
+
+def mend_typos(cached: str, new: str) -> tuple[str, str]:
+    """Both texts with each misspelt word replaced by the other's correctly spelt one (see
+    the module docstring for when a word counts as misspelt); unchanged when none is."""
+    a = {word for _, _, word in _plain_words(cached)}
+    b = {word for _, _, word in _plain_words(new)}
+    return _mend(cached, b, a), _mend(new, a, b)
