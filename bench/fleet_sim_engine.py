@@ -25,18 +25,17 @@ from typing import Any
 @dataclass
 class StepCosts:
     """Seconds per engine step. Defaults: `headstart engine` with one torch thread and its
-    AVX-512 kernels (int8 prefill, VNNI decode) on the 2-core development machine without
-    AMX (`python -m bench.fleet_sim_calibrate`, 2026-11-27, quiet). A step that prefills
-    costs `prefill_step_s` more than a decode step whatever its size (32 new tokens take
-    52 ms, a decode step 8 ms): the prefill path's fixed work. Since steps of 17-48 rows
-    run on VNNI slices (engine/weights/decode_copies.py) the calibration fits 18.4 ms and
-    33 ms; the defaults stay those of the scenario figures in the README until re-run."""
+    AVX-512 kernels (int8 prefill, VNNI decode, VNNI slices for 17-48-row steps) on the
+    2-core development machine without AMX (`python -m bench.fleet_sim_calibrate`,
+    2026-11-27 08:10, medians of three runs). A step that prefills costs `prefill_step_s`
+    more than a decode step whatever its size (32 new tokens take 34 ms, a decode step
+    7 ms): the prefill path's fixed work."""
 
-    step_s: float = 0.00585
-    prefill_token_s: float = 0.00062
-    decode_seq_s: float = 0.00101
-    attend_pair_s: float = 4.4e-7  # one query token against one context token
-    prefill_step_s: float = 0.0295
+    step_s: float = 0.00593
+    prefill_token_s: float = 0.00069
+    decode_seq_s: float = 0.00102
+    attend_pair_s: float = 4.2e-7  # one query token against one context token
+    prefill_step_s: float = 0.0134
 
     def step(self, prefill_tokens: int, decodes: int, pairs: float = 0.0) -> float:
         return (self.step_s + self.prefill_token_s * prefill_tokens

@@ -11,7 +11,8 @@ only, lower case but perhaps the first, standing alone between spaces and punctu
 Names in capitals, `camelCase`, codes like "XR200" and anything joined to a dot, slash,
 underscore, hyphen or bracket ("str.lstrip", "lithium-ion") are never touched, and neither
 are two different English words ("bake" / "make"), so look-alike identifiers reach the exact
-checks and the verifier as written.
+checks and the verifier as written. Two plain words that the other question writes as one
+English word ("over night" / "overnight", "butter milk" / "buttermilk") are joined.
 """
 
 from __future__ import annotations
@@ -41,14 +42,24 @@ def _mend(text: str, other: set[str], own: set[str]) -> str:
     targets = [w for w in other if len(w) >= 4 and w not in own and is_word(w)]
     if not targets:
         return text
-    out, last = [], 0
-    for start, end, word in _plain_words(text):
-        if len(word) < 3 or word in other or is_word(word):
+    words = _plain_words(text)
+    out, last, skip = [], 0, False
+    for i, (start, end, word) in enumerate(words):
+        if skip:
+            skip = False
             continue
-        near = [t for t in targets if abs(len(t) - len(word)) <= 1 and edits(word, t, 1) <= 1]
-        if len(near) == 1:
-            out += [text[last:start], near[0].capitalize() if text[start].isupper() else near[0]]
-            last = end
+        nxt = words[i + 1] if i + 1 < len(words) else None
+        if nxt and text[end:nxt[0]] == " " and word + nxt[2] in targets:  # "over night"
+            fix, end, skip = word + nxt[2], nxt[1], True
+        elif len(word) < 3 or word in other or is_word(word):
+            continue
+        else:
+            near = [t for t in targets if abs(len(t) - len(word)) <= 1 and edits(word, t, 1) <= 1]
+            if len(near) != 1:
+                continue
+            fix = near[0]
+        out += [text[last:start], fix.capitalize() if text[start].isupper() else fix]
+        last = end
     return "".join(out) + text[last:] if out else text
 
 

@@ -20,6 +20,9 @@ from cache.typos import mend_typos
      ("Reset my password", "reset my password")),
     ("Is the Museum open?", "is the Musuem open?",
      ("Is the Museum open?", "is the Museum open?")),
+    # a word split in two
+    ("Is rice left out over night safe?", "Is rice left out overnight safe?",
+     ("Is rice left out overnight safe?", "Is rice left out overnight safe?")),
 ])
 def test_a_misspelt_word_takes_the_other_sides_spelling(cached, new, mended):
     assert mend_typos(cached, new) == (mended or (cached, new))
