@@ -11,8 +11,8 @@ score 0.97+, above many true rewordings. Every candidate goes through two stages
 
 Both stages read the questions with their typos mended (cache/typos.py: a misspelt word
 takes the spelling of the one English word it is one edit from on the other side). Two
-questions that read the same once normalised (case, punctuation, fillers, contractions)
-pass without the model. In a `semantic` context (cache/keys.py, `verify_text`) each side is
+questions that read the same once normalised (case, punctuation, fillers, contractions),
+or alike but for a clause moved from one end to the other, pass without the model. In a `semantic` context (cache/keys.py, `verify_text`) each side is
 the question and the earlier turns: the exact checks compare the questions and the facts
 named anywhere in the turns, then the verifier reads both conversations whole, against a
 threshold of their own (cross-validated on conversation pairs). The guard never raises:
@@ -23,6 +23,7 @@ another reason catches a crash.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -78,10 +79,13 @@ class Guard:
 
     @staticmethod
     def same_text(cached: str, new: str) -> bool:
-        """Whether the two read the same once normalised (every turn, in a context)."""
+        """Whether the two read the same once normalised (every turn, in a context), or one
+        is the other with a clause moved from one end to the other ("In Peru, which
+        languages are spoken?" / "Which languages are spoken in Peru?")."""
         a, b = cached.split(TURN_SEP), new.split(TURN_SEP)
         return len(a) == len(b) and all(read(x).tokens == read(y).tokens
-                                        for x, y in zip(a, b, strict=True))
+                                        for x, y in zip(a, b, strict=True)) \
+            or len(a) == len(b) == 1 and (_clause_moved(cached, new) or _clause_moved(new, cached))
 
     def check(self, cached: str, new: str, threshold: float | None = None) -> Verdict:
         return self.check_many([cached], new, threshold)[0]
@@ -126,6 +130,17 @@ class Guard:
                 verdicts[i] = Verdict(score >= bar, "verified" if score >= bar else "verifier",
                                       score=score)
         return verdicts  # type: ignore[return-value]
+
+
+_CLAUSE_END = re.compile(r"[,;:]\s+")
+
+
+def _clause_moved(a: str, b: str) -> bool:
+    """Whether `b` reads as `a` with its part before a comma (or colon, semicolon) moved to
+    the end: a fronted clause keeps its own words in order, where swapped arguments do not."""
+    want = read(b).tokens
+    return any(read(f"{a[m.end():]} {a[:m.start()]}").tokens == want
+               for m in _CLAUSE_END.finditer(a))
 
 
 def model_text(verify_text: str) -> str:
