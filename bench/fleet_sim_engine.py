@@ -27,9 +27,9 @@ class StepCosts:
     """Seconds per engine step. Defaults: `headstart engine` with one torch thread and its
     AVX-512 kernels (int8 prefill, VNNI decode, VNNI slices for 17-48-row steps) on the
     2-core development machine without AMX (`python -m bench.fleet_sim_calibrate`,
-    2026-11-27 08:10, medians of three runs). A step that prefills costs `prefill_step_s`
-    more than a decode step whatever its size (32 new tokens take 34 ms, a decode step
-    7 ms): the prefill path's fixed work."""
+    2026-11-27 08:01-08:04, medians of three runs). A step that prefills costs
+    `prefill_step_s` more than a decode step whatever its size (32 new tokens take 34 ms,
+    a decode step 7 ms): the prefill path's fixed work."""
 
     step_s: float = 0.00593
     prefill_token_s: float = 0.00069
