@@ -12,12 +12,13 @@ score 0.97+, above many true rewordings. Every candidate goes through two stages
 Both stages read the questions with their typos mended (cache/typos.py: a misspelt word
 takes the spelling of the one English word it is one edit from on the other side). Two
 questions that read the same once normalised (case, punctuation, fillers, contractions),
-or alike but for a clause moved from one end to the other, pass without the model. In a `semantic` context (cache/keys.py, `verify_text`) each side is
-the question and the earlier turns: the exact checks compare the questions and the facts
-named anywhere in the turns, then the verifier reads both conversations whole, against a
-threshold of their own (cross-validated on conversation pairs). The guard never raises:
-anything it cannot read is a rejection with reason `guard_error`, so a test asserting
-another reason catches a crash.
+or alike but for a clause moved from one end to the other, pass without the model. In a
+`semantic` context (cache/keys.py, `verify_text`) each side is the question and the earlier
+turns: the exact checks compare the questions and the facts named anywhere in the turns,
+then the verifier reads both conversations whole, against a threshold of their own
+(cross-validated on conversation pairs). The guard never raises: anything it cannot read
+is a rejection with reason `guard_error`, so a test asserting another reason catches a
+crash.
 """
 
 from __future__ import annotations
@@ -83,9 +84,11 @@ class Guard:
         is the other with a clause moved from one end to the other ("In Peru, which
         languages are spoken?" / "Which languages are spoken in Peru?")."""
         a, b = cached.split(TURN_SEP), new.split(TURN_SEP)
-        return len(a) == len(b) and all(read(x).tokens == read(y).tokens
-                                        for x, y in zip(a, b, strict=True)) \
-            or len(a) == len(b) == 1 and (_clause_moved(cached, new) or _clause_moved(new, cached))
+        if len(a) != len(b):
+            return False
+        if all(read(x).tokens == read(y).tokens for x, y in zip(a, b, strict=True)):
+            return True
+        return len(a) == 1 and (_clause_moved(cached, new) or _clause_moved(new, cached))
 
     def check(self, cached: str, new: str, threshold: float | None = None) -> Verdict:
         return self.check_many([cached], new, threshold)[0]
