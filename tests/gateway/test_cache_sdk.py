@@ -53,6 +53,18 @@ def test_a_curated_answer_without_a_tenant_serves_every_tenant_at_the_sdk_defaul
         assert float(h["x-cache-similarity"]) > 0.5
 
 
+def test_a_typo_or_a_moved_clause_is_served_the_curated_answer_and_a_near_miss_is_not(gw):
+    answer = "Up to 30 days after delivery, unopened."
+    curate(gw, "Can I return an item after opening it?", answer)
+    client = sdk(gw, "key-b")
+    for question in ("Can I retrun an item after opening it?",
+                     "After opening it, can I return an item?"):
+        h, text = ask(client, question)
+        assert (h["x-cache"], text) == ("semantic", answer)
+    h, text = ask(client, "Can I exchange an item after opening it?", max_tokens=4)
+    assert h["x-cache"] == "miss" and text != answer
+
+
 def test_a_curated_answer_with_a_tenant_serves_only_that_tenant(gw):
     curate(gw, "Who is our account manager?", "Dana, dana@example.com", tenant="team-a")
     h, text = ask(sdk(gw, "key-a"), "Who is our account manager?")
