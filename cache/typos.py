@@ -38,11 +38,12 @@ def _plain_words(text: str) -> list[tuple[int, int, str]]:
     return found
 
 
-def _mend(text: str, other: set[str], own: set[str]) -> str:
+def _mend(text: str, words: list[tuple[int, int, str]], other: set[str]) -> str:
+    """`text` (its plain `words`) with each typo mended toward a word of `other`."""
+    own = {word for _, _, word in words}
     targets = [w for w in other if len(w) >= 4 and w not in own and is_word(w)]
     if not targets:
         return text
-    words = _plain_words(text)
     out, last, skip = [], 0, False
     for i, (start, end, word) in enumerate(words):
         if skip:
@@ -66,6 +67,6 @@ def _mend(text: str, other: set[str], own: set[str]) -> str:
 def mend_typos(cached: str, new: str) -> tuple[str, str]:
     """Both texts with each misspelt word replaced by the other's correctly spelt one (see
     the module docstring for when a word counts as misspelt); unchanged when none is."""
-    a = {word for _, _, word in _plain_words(cached)}
-    b = {word for _, _, word in _plain_words(new)}
-    return _mend(cached, b, a), _mend(new, a, b)
+    a, b = _plain_words(cached), _plain_words(new)
+    return (_mend(cached, a, {word for _, _, word in b}),
+            _mend(new, b, {word for _, _, word in a}))
