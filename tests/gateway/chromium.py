@@ -74,10 +74,16 @@ class Page:
         return result["result"].get("value")
 
     def wait_for(self, expression: str, timeout_s: float = 20.0) -> Any:
-        """Poll `expression` until it is truthy; its value."""
+        """Poll `expression` until it is truthy; its value. A poll that lands while the page
+        navigates (a form posted, a reload) counts as not yet."""
         deadline = time.monotonic() + timeout_s
         while True:
-            value = self.evaluate(expression)
+            try:
+                value = self.evaluate(expression)
+            except CDPError as e:
+                if "navigated or closed" not in str(e) and "context was destroyed" not in str(e):
+                    raise
+                value = None
             if value:
                 return value
             if time.monotonic() > deadline:
