@@ -1,8 +1,13 @@
 """Exact checks that are right by nature, run before the learned verifier.
 
 A learned model can be talked into "close enough"; these cannot. Two questions that name
-different numbers, units, dates or identifiers, or that differ in how many times they say
-"not", do not share an answer whatever their wording. Each check names the clash it found.
+different numbers, units, dates or identifiers, that differ in how many times they say
+"not", that turn a word into its opposite with a prefix ("lock" / "unlock", "advantages" /
+"disadvantages"), that swap which of two things is the source and which the target ("CSV to
+JSON" / "JSON to CSV", "fly from Seoul to Singapore" / "from Singapore to Seoul"), or that
+name two look-alike identifiers ("strlen" / "strnel": no English words, a letter replaced or
+two swapped) do not share an answer whatever their wording. Each check names the clash it
+found.
 Numbers compare by value ("two weeks" = "14 days", "2,000" = "2000"); a unit on one side
 only ("7pm" / "seven") is no clash, and neither is a class (dates, units, identifiers) that
 only one side names: "in 2 days" / "soon" goes on to the verifier. Two conversations
@@ -17,10 +22,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cache.keys import TURN_SEP
-from cache.lexicon import DATE_WORDS
-from cache.question import Question, read, stem
+from cache.lexicon import DATE_WORDS, FUNCTION_WORDS
+from cache.question import Question, edits, is_word, read, stem
 
-CheckReason = Literal["numbers", "units", "dates", "identifiers", "negation"]
+CheckReason = Literal["numbers", "units", "dates", "identifiers", "negation", "opposite",
+                      "swapped", "lookalike"]
 UNITS = frozenset("""kg kilo kilos kilogram kilograms g gram grams mg lb lbs pound pounds oz ounce
     ounces km kilometre kilometres kilometer kilometers mile miles m metre metres meter meters cm
     centimetre centimetres mm inch inches ft foot feet yard yards l litre litres liter liters ml
@@ -28,6 +34,10 @@ UNITS = frozenset("""kg kilo kilos kilogram kilograms g gram grams mg lb lbs pou
     celsius fahrenheit kelvin c f percent gb mb kb tb ghz mhz hz kw kwh w watt watts volt volts
     dollar dollars usd euro euros eur pound sterling gbp yen jpy cents acre acres hectare hectares
     calorie calories kcal joule joules""".split())
+NEGATING_PREFIXES = ("un", "dis", "in", "im", "il", "ir", "non")
+TOWARD = frozenset("to into onto towards toward".split())  # the next word is a target
+AWAY = frozenset("from off".split())  # the next word is a source
+DETERMINERS = frozenset("a an the my your his her their our its this that".split())
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,70 @@ def _disjoint_sets(a: set[str], b: set[str]) -> bool:
     return bool(a and b) and not (a <= b or b <= a)
 
 
+def _stems(q: Question) -> dict[str, str]:
+    """Each content word's stem -> the word as the question reads it."""
+    return {stem(t): t for t in q.content}
+
+
+def _opposite(a: Question, b: Question) -> tuple[str, str] | None:
+    """A word on one side that is the other side's word with a negating prefix
+    ("unlocked" / "locked", "disadvantages" / "advantages"), neither on both sides."""
+    stems_a, stems_b = _stems(a), _stems(b)
+    for own, other, flip in ((stems_a, stems_b, False), (stems_b, stems_a, True)):
+        for word in own.keys() - other.keys():
+            for prefix in NEGATING_PREFIXES:
+                root = word[len(prefix):]
+                if word.startswith(prefix) and len(root) >= 3 and root in other.keys() - own.keys():
+                    found = (own[word], other[root])
+                    return found[::-1] if flip else found
+    return None
+
+
+def _roles(q: Question) -> tuple[dict[str, str], dict[str, str]]:
+    """(sources, targets), stem -> word: the word after "from" or "off" is a source, the
+    word after "to", "into", "onto" or "towards" a target and the content word right before
+    it a source ("CSV to JSON"); determiners in between are skipped."""
+    sources, targets = {}, {}
+    for i, token in enumerate(q.tokens):
+        if token not in TOWARD and token not in AWAY:
+            continue
+        j = i + 1
+        while j < len(q.tokens) and q.tokens[j] in DETERMINERS:
+            j += 1
+        if j == len(q.tokens) or q.tokens[j] in FUNCTION_WORDS:
+            continue
+        (targets if token in TOWARD else sources)[stem(q.tokens[j])] = q.tokens[j]
+        if token in TOWARD and i > 0 and q.tokens[i - 1] not in FUNCTION_WORDS:
+            sources[stem(q.tokens[i - 1])] = q.tokens[i - 1]
+    return sources, targets
+
+
+def _swapped(a: Question, b: Question) -> tuple[str, str] | None:
+    """Two words both sides name, one a target on one side and a source on the other, the
+    second the other way round: "Seoul to Singapore" / "from Singapore to Seoul". Returns
+    the target each side names."""
+    (sources_a, targets_a), (sources_b, targets_b) = _roles(a), _roles(b)
+    for w in sorted(targets_a.keys() & sources_b.keys()):
+        for v in sorted(sources_a.keys() & targets_b.keys()):
+            if v != w:
+                return (targets_a[w], targets_b[v])
+    return None
+
+
+def _lookalike(a: Question, b: Question) -> tuple[str, str] | None:
+    """A word on each side, neither an English word nor on the other side, of one length
+    and one edit apart (a letter replaced, two swapped): two identifiers ("memcpy" /
+    "mecmpy"). A misspelt English word was mended before (cache/typos.py)."""
+    words_a, words_b = set(a.content), set(b.content)
+    own_a = [w for w in words_a - words_b if len(w) >= 3 and not is_word(w)]
+    own_b = [w for w in words_b - words_a if len(w) >= 3 and not is_word(w)]
+    for x in sorted(own_a):
+        for y in sorted(own_b):
+            if len(x) == len(y) and edits(x, y, 1) <= 1:
+                return (x, y)
+    return None
+
+
 def clash(cached: str, new: str) -> Clash | None:
     """The first exact check `new` fails against `cached`, or None when all pass."""
     a, b = read(cached), read(new)
@@ -86,6 +160,10 @@ def clash(cached: str, new: str) -> Clash | None:
         return Clash("identifiers", tuple(sorted(ids_a)), tuple(sorted(ids_b)))
     if a.negations != b.negations:
         return Clash("negation", (str(a.negations),), (str(b.negations),))
+    for reason, check in (("opposite", _opposite), ("swapped", _swapped),
+                          ("lookalike", _lookalike)):
+        if (found := check(a, b)) is not None:
+            return Clash(reason, (found[0],), (found[1],))
     return None
 
 

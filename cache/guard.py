@@ -3,8 +3,9 @@
 Cosine similarity alone cannot: "cancel my subscription" / "do NOT cancel my subscription"
 score 0.97+, above many true rewordings. Every candidate goes through two stages:
 
-1. exact checks (cache/checks.py): different numbers, units, dates or identifiers, or a
-   "not" on one side only, reject at once, whatever the wording;
+1. exact checks (cache/checks.py): different numbers, units, dates or identifiers, a
+   "not" on one side only, a word against its prefixed opposite, swapped source and
+   target, or two look-alike identifiers reject at once, whatever the wording;
 2. the pair verifier (cache/pair_model.py), a cross-encoder that reads both questions
    together in both orders, serves the candidate when its score reaches the threshold
    chosen by cross-validation (at most 1% of held-out near misses served).
@@ -37,7 +38,8 @@ from cache.typos import mend_typos
 
 log = logging.getLogger("headstart.cache")
 Reason = Literal["same_text", "verified", "verifier", "no_verifier", "numbers", "units",
-                 "dates", "identifiers", "negation", "context", "guard_error"]
+                 "dates", "identifiers", "negation", "opposite", "swapped", "lookalike",
+                 "context", "guard_error"]
 _SHARED = object()
 
 
@@ -78,18 +80,6 @@ class Guard:
         config = self.model.config
         return config.conversation_threshold if conversation else config.threshold
 
-    @staticmethod
-    def same_text(cached: str, new: str) -> bool:
-        """Whether the two read the same once normalised (every turn, in a context), or one
-        is the other with a clause moved from one end to the other ("In Peru, which
-        languages are spoken?" / "Which languages are spoken in Peru?")."""
-        a, b = cached.split(TURN_SEP), new.split(TURN_SEP)
-        if len(a) != len(b):
-            return False
-        if all(read(x).tokens == read(y).tokens for x, y in zip(a, b, strict=True)):
-            return True
-        return len(a) == 1 and (_clause_moved(cached, new) or _clause_moved(new, cached))
-
     def check(self, cached: str, new: str, threshold: float | None = None) -> Verdict:
         return self.check_many([cached], new, threshold)[0]
 
@@ -114,14 +104,8 @@ class Guard:
         turns = new.count(TURN_SEP)
         mended = [mend_typos(text, new) for text in cached]
         for i, (text, asked) in enumerate(mended):
-            if text.count(TURN_SEP) != turns:
-                verdicts.append(Verdict(False, "context"))
-            elif self.same_text(text, asked):
-                verdicts.append(Verdict(True, "same_text"))
-            elif (found := any_clash(text, asked)) is not None:
-                verdicts.append(Verdict(False, found.reason, clash=found))
-            else:
-                verdicts.append(None)
+            verdicts.append(exact_verdict(text, asked, turns))
+            if verdicts[-1] is None:
                 asks.append(i)
         if asks and self.model is None:
             for i in asks:
@@ -133,6 +117,31 @@ class Guard:
                 verdicts[i] = Verdict(score >= bar, "verified" if score >= bar else "verifier",
                                       score=score)
         return verdicts  # type: ignore[return-value]
+
+
+def same_text(cached: str, new: str) -> bool:
+    """Whether the two read the same once normalised (every turn, in a context), or one is
+    the other with a clause moved from one end to the other ("In Peru, which languages are
+    spoken?" / "Which languages are spoken in Peru?")."""
+    a, b = cached.split(TURN_SEP), new.split(TURN_SEP)
+    if len(a) != len(b):
+        return False
+    if all(read(x).tokens == read(y).tokens for x, y in zip(a, b, strict=True)):
+        return True
+    return len(a) == 1 and (_clause_moved(cached, new) or _clause_moved(new, cached))
+
+
+def exact_verdict(cached: str, new: str, turns: int | None = None) -> Verdict | None:
+    """The verdict on two mended texts reached without the verifier, or None when the
+    verifier decides: another number of turns than `turns` (the new text's by default)
+    fails, the same text passes, an exact clash fails."""
+    if cached.count(TURN_SEP) != (new.count(TURN_SEP) if turns is None else turns):
+        return Verdict(False, "context")
+    if same_text(cached, new):
+        return Verdict(True, "same_text")
+    if (found := any_clash(cached, new)) is not None:
+        return Verdict(False, found.reason, clash=found)
+    return None
 
 
 _CLAUSE_END = re.compile(r"[,;:]\s+")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cache.guard import Guard, Verdict
+from cache.guard import Guard, Verdict, same_text
 from cache.index import IndexedEntry, Neighbour, VectorIndex
 from cache.keys import CacheRequest, answer_fits, partition_key, query_text, verify_text
 from cache.settings import CacheSettings
@@ -76,7 +76,7 @@ class SemanticCache:
         found = [n for part in parts for n in self.index.search(part, vector, k=NEIGHBOURS)]
         found.sort(key=lambda n: -n.similarity)
         return [n for n in found if n.similarity >= settings.floor
-                or (settings.guard and Guard.same_text(n.entry.question, text))][:NEIGHBOURS]
+                or (settings.guard and same_text(n.entry.question, text))][:NEIGHBOURS]
 
     async def lookup(self, req: CacheRequest, settings: CacheSettings, *,
                      max_age_s: float | None = None) -> SemanticResult:

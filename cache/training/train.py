@@ -8,19 +8,21 @@ generator's (cache/training/data/generated_pairs.jsonl, remade by
 `python -m cache.training.generate`) and fow-cache's train split (by id hash, as cache/eval.py
 splits it); never fow-cache's held-out split nor the held-out sets in cache/data/. A pair the
 exact checks (cache/checks.py, `any_clash`) already reject never reaches the model and is
-left out. Each
-epoch reads every pair once, in an order drawn at random (the verifier scores both orders).
-The top `--layers` layers (all six by default) and the head train, in bfloat16 autocast
-where the CPU has it; any frozen lower layers run once over every pair and the epochs run on
-their output.
+left out. Each epoch reads every pair once, in an order drawn at random (the verifier scores
+both orders). The top `--layers` layers (all six by default) and the head train, in bfloat16
+autocast where the CPU has it; any frozen lower layers run once over every pair and the
+epochs run on their output.
 
 Cross-validation: folds by the pair's group (a generated family or template, a fow-cache
-id), so a fold never sees a rewording of its own questions. Out-of-fold scores set the
-threshold: the lowest at which at most `--max-false` of the near misses pass, over all
-question pairs and over fow-cache's alone (the stricter wins); the conversation threshold
-likewise over the conversation pairs. Writes cache/data/pair_model.safetensors
-(the tuned layers and head; matrices as int8 rows with a scale each, `pair_model.quantized`)
-and pair_model.json (threshold, operating points, folds).
+id), so a fold never sees a rewording of its own questions. The out-of-fold scores are kept
+(cache/training/data/oof_scores.safetensors) and set the thresholds (cache/training/
+threshold.py): over the pairs that reach the verifier as the guard runs it, the lowest at
+which at most `--max-false` of the near misses pass, over all question pairs and over
+fow-cache's alone (the stricter wins); the conversation threshold likewise over the
+conversation pairs. `--thresholds-only` chooses them again from the kept scores, in seconds,
+after a change to the exact checks. Writes cache/data/pair_model.safetensors (the tuned
+layers and head; matrices as int8 rows with a scale each, `pair_model.quantized`) and
+pair_model.json (thresholds, operating points, cross-validated rates by fold).
 """
 
 from __future__ import annotations
@@ -38,13 +40,11 @@ from safetensors.torch import save_file
 from torch.nn import functional as F
 
 from cache.checks import any_clash
-from cache.eval import default_pairs, load_pairs, wilson
+from cache.eval import default_pairs, load_pairs
 from cache.minilm import LAYERS, bf16_supported, load_base
 from cache.pair_model import WEIGHTS, CrossEncoder, quantized, tokenizer
-from cache.training import conversations, families
+from cache.training import conversations, families, threshold
 from cache.training.generate import OUT as GENERATED
-
-POINTS = (0.005, 0.01, 0.02, 0.05)  # false-hit rates `eval-cache` reports operating points for
 
 
 def training_pairs(generated: Path = GENERATED) -> list[dict]:
@@ -186,20 +186,6 @@ def scores(model: CrossEncoder, feats: Features, pair_ids: list[int], start: int
     return np.concatenate(out)
 
 
-def threshold_at(score: np.ndarray, same: np.ndarray, max_false: float) -> float:
-    """The lowest threshold at which at most `max_false` of the near misses pass."""
-    traps = np.sort(score[~same])[::-1]
-    allowed = int(np.floor(max_false * len(traps)))
-    return float(traps[allowed]) + 1e-4 if allowed < len(traps) else 0.0
-
-
-def rates(score: np.ndarray, same: np.ndarray, t: float) -> dict:
-    hit = score >= t
-    th, fh = int((hit & same).sum()), int((hit & ~same).sum())
-    return {"true_hits": f"{th}/{int(same.sum())}", "true_hit_ci": wilson(th, int(same.sum())),
-            "false_hits": f"{fh}/{int((~same).sum())}", "false_hit_ci": wilson(fh, int((~same).sum()))}
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cache.training.train", description=__doc__)
     ap.add_argument("--epochs", type=int, default=2)
@@ -209,52 +195,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=5e-5, help="the tuned layers' peak rate "
                     "(the head's is 16 times it)")
     ap.add_argument("--out", default=str(WEIGHTS))
-    ap.add_argument("--oof", help="write the out-of-fold scores (one per training pair, "
-                    "JSON) to this file")
+    ap.add_argument("--thresholds-only", action="store_true", help="no training: choose the "
+                    "thresholds again from the stored out-of-fold scores (after a change to "
+                    "the exact checks) and rewrite them in the model's JSON")
     ap.add_argument("--features", help="keep the frozen layers' output in this file and "
                     "reuse it when it matches the pairs (reruns skip the slowest step)")
     args = ap.parse_args(argv)
     t0 = time.time()
     pairs = training_pairs()
+    fold = np.array([fold_of(p["group"], args.folds) for p in pairs])
+    meta_path = Path(args.out).with_suffix(".json")
+    if args.thresholds_only:
+        meta = json.loads(meta_path.read_text())
+        report = threshold.choose(pairs, threshold.load_scores(pairs), fold, args.max_false)
+        meta["cv"].update(report)
+        meta.update({k: report[k] for k in ("threshold", "conversation_threshold",
+                                            "operating_points")})
+        meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+        print(json.dumps(report, indent=1))
+        return 0
     start = LAYERS - args.layers
     feats = Features.cached(args.features, pairs, start)
     print(f"{len(pairs)} pairs, frozen features in {time.time() - t0:.0f}s", flush=True)
-    same = np.array([p["same_answer"] for p in pairs])
-    fow = np.array([p.get("source") == "fow" for p in pairs])
-    fold = np.array([fold_of(p["group"], args.folds) for p in pairs])
     oof = np.zeros(len(pairs))
     for f in range(args.folds):
         model = train(feats, list(np.flatnonzero(fold != f)), start, args.epochs, seed=f,
                       lr=args.lr)
         oof[fold == f] = scores(model, feats, list(np.flatnonzero(fold == f)), start)
         print(f"fold {f} done at {time.time() - t0:.0f}s", flush=True)
-    if args.oof:
-        Path(args.oof).write_text(json.dumps([round(float(s), 5) for s in oof]))
-    conv = np.array([p.get("source") == "conversation" for p in pairs])
-    question = ~conv
-
-    def bar(q: float) -> float:
-        return max(threshold_at(oof[question], same[question], q),
-                   threshold_at(oof[fow], same[fow], q))
-
-    t, tc = bar(args.max_false), threshold_at(oof[conv], same[conv], args.max_false)
-    points = {f"false<={q:.1%}": bar(q) for q in POINTS}
-    report = {"threshold": round(t, 4), "conversation_threshold": round(tc, 4),
-              "pairs": len(pairs), "epochs": args.epochs, "lr": args.lr,
-              "folds": [rates(oof[(fold == f) & question], same[(fold == f) & question], t)
-                        for f in range(args.folds)],
-              "cv_questions": rates(oof[question], same[question], t),
-              "cv_fow_train": rates(oof[fow], same[fow], t),
-              "cv_conversations": rates(oof[conv], same[conv], tc)}
+    threshold.save_scores(pairs, oof)
+    report = {**threshold.choose(pairs, oof, fold, args.max_false), "epochs": args.epochs,
+              "lr": args.lr}
     final = train(feats, list(range(len(pairs))), start, args.epochs, seed=args.folds,
                   lr=args.lr)
     weights = {f"layers.{i}.{k}": v.contiguous() for i in range(start, LAYERS)
                for k, v in final.layers[i].state_dict().items()}
     weights.update({f"head.{k}": v.contiguous() for k, v in final.head.state_dict().items()})
     save_file(quantized(weights), args.out)
-    meta = {"tuned_layers": args.layers, "threshold": round(t, 4),
-            "conversation_threshold": round(tc, 4), "operating_points": {k: round(v, 4) for k, v in points.items()}, "cv": report}
-    Path(args.out).with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n")
+    meta = {"tuned_layers": args.layers, "cv": report,
+            **{k: report[k] for k in ("threshold", "conversation_threshold", "operating_points")}}
+    meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     print(json.dumps(report, indent=1))
     print(f"done in {time.time() - t0:.0f}s -> {args.out}")
     return 0

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bench.verifier_bench import logit
-from cache.checks import conversation_clash
+from cache.checks import clash, conversation_clash
 from cache.guard import Guard
 from cache.keys import TURN_SEP
 from cache.pair_model import WEIGHTS, PairConfig, PairModel, dequantized, quantized, shared
@@ -26,6 +26,15 @@ guard = Guard()
     ("Is flight BA117 delayed?", "Is flight BA171 delayed?", "identifiers",
      (("ba117",), ("ba171",))),
     ("cancel my subscription", "do NOT cancel my subscription", "negation", (("0",), ("1",))),
+    ("How do I lock my card?", "How do I unlock my card?", "opposite", (("lock",), ("unlock",))),
+    ("What are the advantages of leasing?", "List the disadvantages of leasing.", "opposite",
+     (("advantages",), ("disadvantages",))),
+    ("How do I migrate from MySQL to Postgres?", "How do I migrate from Postgres to MySQL?",
+     "swapped", (("postgres",), ("mysql",))),
+    ("Convert CSV to JSON", "How do I turn JSON into CSV?", "swapped",
+     (("json",), ("csv",))),
+    ("What does memcpy return?", "What does mecmpy return?", "lookalike",
+     (("memcpy",), ("mecmpy",))),
 ])
 def test_exact_checks_reject_by_name(cached, new, reason, said):
     verdict = guard.check(cached, new)
@@ -67,9 +76,21 @@ def test_words_moved_inside_a_clause_are_not(cached, new):
 
 
 @pytest.mark.parametrize(("cached", "new"), [
-    ("How do I migrate from MySQL to Postgres?", "How do I migrate from Postgres to MySQL?"),
+    # the same direction said another way, two items compared either way round, a plural,
+    # a misspelt English word (mended first), a word that only looks prefixed
+    ("How long is the flight from Dublin to Boston?", "Flying to Boston from Dublin: how long?"),
+    ("How do I move photos from my iPhone to my Mac?", "Transfer pictures from an iPhone onto a Mac"),
+    ("Is Python better than Java?", "Java vs Python: which is better?"),
+    ("Do kitchens need a GFCI outlet?", "Are GFCIs required in a kitchen?"),
+    ("How do I improve my strenght?", "How can I improve my strength?"),
+    ("How do I report my income?", "Where do I report what came in?"),
+])
+def test_rewordings_pass_the_exact_checks(cached, new):
+    assert clash(cached, new) is None
+
+
+@pytest.mark.parametrize(("cached", "new"), [
     ("What's the capital of Australia?", "What's the capital of Austria?"),
-    ("How do I lock my card?", "How do I unlock my card?"),
     ("Is ibuprofen safe with alcohol?", "Is ibuprofen dangerous with alcohol?"),
     ("When was the Eiffel Tower built?", "Where was the Eiffel Tower built?"),
     ("What's the price for adults?", "What's the price for children?"),
@@ -94,7 +115,7 @@ def test_candidates_are_verified_in_one_batch_in_order():
 
 
 def test_a_threshold_override_moves_the_operating_point():
-    a, b = "How do I lock my card?", "How do I unlock my card?"
+    a, b = "When was the Eiffel Tower built?", "Where was the Eiffel Tower built?"
     score = guard.check(a, b).score
     assert guard.check(a, b, threshold=score).ok
     assert not guard.check(a, b, threshold=min(1.0, score + 1e-3)).ok

@@ -61,8 +61,20 @@ def test_a_typo_or_a_moved_clause_is_served_the_curated_answer_and_a_near_miss_i
                      "After opening it, can I return an item?"):
         h, text = ask(client, question)
         assert (h["x-cache"], text) == ("semantic", answer)
-    h, text = ask(client, "Can I exchange an item after opening it?", max_tokens=4)
-    assert h["x-cache"] == "miss" and text != answer
+    h, text = ask(client, "Can I exchange an item after opening it?", max_tokens=16)
+    assert h["x-cache"] == "miss" and text != answer  # 16 tokens: the answer would fit
+
+
+def test_a_prefixed_opposite_or_a_look_alike_identifier_is_not_served_the_curated_answer(gw):
+    # without the exact checks the verifier would serve both: scores 0.9995 and 0.9976
+    answers = {"Why did my account get locked?": "Five wrong passwords in a row.",
+               "What does strncpy do?": "Copies at most n characters of a string."}
+    for question, answer in answers.items():
+        curate(gw, question, answer)
+    client = sdk(gw, "key-b")
+    for question in ("Whats the reason my account got unlocked?", "What does strcnpy do?"):
+        h, text = ask(client, question, max_tokens=16)  # room for the curated answer
+        assert h["x-cache"] == "miss" and text not in answers.values()
 
 
 def test_a_curated_answer_with_a_tenant_serves_only_that_tenant(gw):
