@@ -5,7 +5,7 @@ different numbers, units, dates or identifiers, that differ in how many times th
 "not", that turn a word into its opposite with a prefix ("lock" / "unlock", "advantages" /
 "disadvantages"), that swap which of two things is the source and which the target ("CSV to
 JSON" / "JSON to CSV", "fly from Seoul to Singapore" / "from Singapore to Seoul"), or that
-name two look-alike identifiers ("strlen" / "strnel": no English words, a letter replaced or
+name two look-alike identifiers ("strlen" / "strlne": no English words, a letter replaced or
 two swapped) do not share an answer whatever their wording. Each check names the clash it
 found.
 Numbers compare by value ("two weeks" = "14 days", "2,000" = "2000"); a unit on one side
@@ -87,7 +87,7 @@ def _stems(q: Question) -> dict[str, str]:
 
 def _opposite(a: Question, b: Question) -> tuple[str, str] | None:
     """A word on one side that is the other side's word with a negating prefix
-    ("unlocked" / "locked", "disadvantages" / "advantages"), neither on both sides."""
+    ("unlocked" / "locked", "disadvantages" / "advantages"), each on its own side only."""
     stems_a, stems_b = _stems(a), _stems(b)
     for own, other, flip in ((stems_a, stems_b, False), (stems_b, stems_a, True)):
         for word in own.keys() - other.keys():

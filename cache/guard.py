@@ -101,10 +101,9 @@ class Guard:
         conversation threshold."""
         verdicts: list[Verdict | None] = []
         asks: list[int] = []
-        turns = new.count(TURN_SEP)
         mended = [mend_typos(text, new) for text in cached]
         for i, (text, asked) in enumerate(mended):
-            verdicts.append(exact_verdict(text, asked, turns))
+            verdicts.append(exact_verdict(text, asked))
             if verdicts[-1] is None:
                 asks.append(i)
         if asks and self.model is None:
@@ -131,11 +130,11 @@ def same_text(cached: str, new: str) -> bool:
     return len(a) == 1 and (_clause_moved(cached, new) or _clause_moved(new, cached))
 
 
-def exact_verdict(cached: str, new: str, turns: int | None = None) -> Verdict | None:
+def exact_verdict(cached: str, new: str) -> Verdict | None:
     """The verdict on two mended texts reached without the verifier, or None when the
-    verifier decides: another number of turns than `turns` (the new text's by default)
-    fails, the same text passes, an exact clash fails."""
-    if cached.count(TURN_SEP) != (new.count(TURN_SEP) if turns is None else turns):
+    verifier decides: another number of turns fails, the same text passes, an exact clash
+    fails."""
+    if cached.count(TURN_SEP) != new.count(TURN_SEP):
         return Verdict(False, "context")
     if same_text(cached, new):
         return Verdict(True, "same_text")
