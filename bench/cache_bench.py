@@ -184,6 +184,7 @@ async def http_phase(base_url: str, rate: float, duration: float) -> dict:
 async def memory_phase(redis_url: str, entries: int) -> dict:
     """Bytes per entry: local process (memory store + faiss index) and in Redis."""
     from cache.index import VectorIndex
+    from cache.question import form_key
     from cache.stores.base import CacheEntry
     from cache.stores.memory import MemoryStore
     from cache.stores.redis_store import RedisStore
@@ -194,12 +195,15 @@ async def memory_phase(redis_url: str, entries: int) -> dict:
     answer = {"kind": "chat", "model": "m", "content": "x" * 400, "finish_reason": "stop",
               "tool_calls": None, "usage": {"prompt_tokens": 20, "completion_tokens": 90}}
 
+    questions = [f"question number {i} about something" for i in range(entries)]
+    forms = [form_key(q) for q in questions]  # worked out by the writer when it stores
+
     def make(i: int) -> CacheEntry:
         now = time.time()
         return CacheEntry(key=f"{i:064x}", route="faq", answer=dict(answer), created_at=now,
                           exact_expires_at=now + 3600, partition=f"p{i % 10}",
-                          question=f"question number {i} about something", vector=vecs[i],
-                          semantic_expires_at=now + 3600)
+                          question=questions[i], vector=vecs[i], semantic_expires_at=now + 3600,
+                          form=forms[i])
 
     tracemalloc.start()
     store, index = MemoryStore(), VectorIndex()
@@ -226,7 +230,7 @@ async def memory_phase(redis_url: str, entries: int) -> dict:
 def sem_entry(e):
     from cache.index import IndexedEntry
 
-    return IndexedEntry(e.key, e.partition, e.question, e.semantic_expires_at)
+    return IndexedEntry(e.key, e.partition, e.question, e.semantic_expires_at, e.form)
 
 
 def main(argv: list[str] | None = None) -> int:

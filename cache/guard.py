@@ -33,7 +33,7 @@ from cache import pair_model
 from cache.checks import Clash, any_clash
 from cache.keys import TURN_SEP
 from cache.pair_model import PairModel
-from cache.question import read
+from cache.question import normal_form, read
 from cache.typos import mend_typos
 
 log = logging.getLogger("headstart.cache")
@@ -122,12 +122,10 @@ def same_text(cached: str, new: str) -> bool:
     """Whether the two read the same once normalised (every turn, in a context), or one is
     the other with a clause moved from one end to the other ("In Peru, which languages are
     spoken?" / "Which languages are spoken in Peru?")."""
-    a, b = cached.split(TURN_SEP), new.split(TURN_SEP)
-    if len(a) != len(b):
-        return False
-    if all(read(x).tokens == read(y).tokens for x, y in zip(a, b, strict=True)):
+    if normal_form(cached) == normal_form(new):
         return True
-    return len(a) == 1 and (_clause_moved(cached, new) or _clause_moved(new, cached))
+    return TURN_SEP not in cached and TURN_SEP not in new and \
+        (_clause_moved(cached, new) or _clause_moved(new, cached))
 
 
 def exact_verdict(cached: str, new: str) -> Verdict | None:

@@ -1,5 +1,8 @@
 """The semantic cache's vector index: one faiss index per partition, with TTL expiry.
 
+Entries are also filed by their question's normal form (`cache.question.form_key`, computed
+once when the entry is stored), so a repeat that reads the same once normalised is found
+without embedding it (`same_text`).
 Small partitions use exact inner-product search (`IndexFlatIP`); a partition that grows
 past `approx_after` vectors is rebuilt as an HNSW graph (`IndexHNSWFlat`), whose search
 cost grows far slower. HNSW cannot delete, so removals there are tombstones filtered from
@@ -16,6 +19,8 @@ from dataclasses import dataclass
 import faiss
 import numpy as np
 
+from cache.question import form_key
+
 APPROX_AFTER = 20_000  # measured in bench/cache_bench.py: flat search passes ~1 ms near here
 
 
@@ -25,6 +30,7 @@ class IndexedEntry:
     partition: str
     question: str
     expires_at: float
+    form: int | None = None  # form_key(question); worked out on `add` when not given
 
 
 @dataclass
@@ -90,6 +96,7 @@ class VectorIndex:
         self._parts: dict[str, _Partition] = {}
         self._entries: dict[int, IndexedEntry] = {}
         self._ids: dict[str, int] = {}  # key -> id
+        self._forms: dict[int, list[int]] = {}  # hash((partition, form)) -> ids
         self._expiry: list[tuple[float, int]] = []
         self._next_id = 1
 
@@ -110,6 +117,9 @@ class VectorIndex:
         part.add(ident, vec)
         self._entries[ident] = entry
         self._ids[entry.key] = ident
+        if entry.form is None:
+            entry.form = form_key(entry.question)
+        self._forms.setdefault(hash((entry.partition, entry.form)), []).append(ident)
         heapq.heappush(self._expiry, (entry.expires_at, ident))
 
     def remove(self, key: str) -> bool:
@@ -117,6 +127,10 @@ class VectorIndex:
         if ident is None:
             return False
         entry = self._entries.pop(ident)
+        filed = hash((entry.partition, entry.form))
+        self._forms[filed].remove(ident)
+        if not self._forms[filed]:
+            del self._forms[filed]
         part = self._parts.get(entry.partition)
         if part is not None:
             part.remove(ident)
@@ -137,6 +151,12 @@ class VectorIndex:
         vec = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
         found = part.search(vec, k, self.approx_after)
         return [Neighbour(self._entries[i], s) for i, s in found if i in self._entries]
+
+    def same_text(self, partition: str, form: int) -> list[IndexedEntry]:
+        """The live entries of `partition` whose question's `form_key` is `form`."""
+        self.expire()
+        found = (self._entries[i] for i in self._forms.get(hash((partition, form)), ()))
+        return [e for e in found if e.partition == partition and e.form == form]
 
     def expire(self, now: float | None = None) -> int:
         """Drop entries whose TTL has passed; returns how many left."""

@@ -9,6 +9,7 @@ in weeks reads in days ("two weeks" -> "14 days"), so numbers and units compare 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -16,6 +17,7 @@ from functools import lru_cache
 from wordnet_lookup import is_wordnet_term
 from wordnet_lookup.find_wordnet import _hash_exists  # exact lookup (pinned 1.3.4)
 
+from cache.keys import TURN_SEP
 from cache.lexicon import (
     CONTRACTIONS,
     FILLER_PHRASES,
@@ -165,3 +167,16 @@ def read(text: str) -> Question:
                and t not in NEGATORS and number(t) is None]
     return Question(text=text, tokens=tokens, content=content, numbers=numbers,
                     entities=names, negations=sum(t in NEGATORS for t in tokens))
+
+
+def normal_form(text: str) -> str:
+    """What two texts must share to read the same once normalised: each turn's tokens (the
+    guard's `same_text`)."""
+    return TURN_SEP.join(" ".join(read(turn).tokens) for turn in text.split(TURN_SEP))
+
+
+def form_key(text: str) -> int:
+    """`normal_form(text)` as a 63-bit number, the same in every process: the semantic index
+    files entries by it, so a repeat that reads the same is found without an embedding."""
+    digest = hashlib.blake2b(normal_form(text).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1

@@ -5,8 +5,10 @@ turn) must match exactly, so two conversations never share an entry; in `semanti
 mode only the system prompt and the number of earlier user turns must match exactly, and
 the guard reads the earlier user turns with the question (`keys.verify_text`). A request
 with a tenant also searches the route-wide partition, where entries stored without a tenant
-(curated answers) live. Candidates over the route's cosine floor go to the guard (exact
-checks, then the pair verifier) in one batch, most similar first.
+(curated answers) live. With the guard on, an entry whose question reads the same once
+normalised (case, punctuation, fillers) is served first, found by its normal form without
+an embedding (no `x-cache-similarity` then). Otherwise candidates over the route's cosine
+floor go to the guard (exact checks, then the pair verifier), the nearest first.
 
 With a shared store (Redis) every replica keeps its local index in step with the store by
 polling its change feed; a feed gap (Redis restarted, replica disconnected) reloads all.
@@ -24,6 +26,7 @@ import numpy as np
 from cache.guard import Guard, Verdict, same_text
 from cache.index import IndexedEntry, Neighbour, VectorIndex
 from cache.keys import CacheRequest, answer_fits, partition_key, query_text, verify_text
+from cache.question import form_key
 from cache.settings import CacheSettings
 from cache.stores.base import CacheEntry, CacheStore, IndexEvent, StoreUnavailable
 
@@ -66,23 +69,41 @@ class SemanticCache:
 
     def candidates(self, req: CacheRequest, settings: CacheSettings, vector: np.ndarray,
                    text: str) -> list[Neighbour]:
-        """Entries over the floor in the request's partition (and the route-wide one when
-        the request has a tenant), most similar first; under the floor, only one that reads
-        the same once normalised ("um what is the capital of france": fillers, case and
-        punctuation cut MiniLM's cosine more than its meaning)."""
-        parts = [partition_key(req, settings.context)]
-        if req.tenant:
-            parts.append(partition_key(req, settings.context, route_wide=True))
-        found = [n for part in parts for n in self.index.search(part, vector, k=NEIGHBOURS)]
+        """Entries over the floor in the request's partitions, most similar first; under
+        the floor, only one that reads the same once normalised ("um what is the capital of
+        france": fillers, case and punctuation cut MiniLM's cosine more than its meaning)."""
+        found = [n for part in self.partitions(req, settings)
+                 for n in self.index.search(part, vector, k=NEIGHBOURS)]
         found.sort(key=lambda n: -n.similarity)
         return [n for n in found if n.similarity >= settings.floor
                 or (settings.guard and same_text(n.entry.question, text))][:NEIGHBOURS]
 
+    @staticmethod
+    def partitions(req: CacheRequest, settings: CacheSettings) -> list[str]:
+        """The request's partition, and the route-wide one when the request has a tenant."""
+        parts = [partition_key(req, settings.context)]
+        if req.tenant:
+            parts.append(partition_key(req, settings.context, route_wide=True))
+        return parts
+
+    async def repeat(self, req: CacheRequest, settings: CacheSettings, text: str,
+                     max_age_s: float | None) -> SemanticResult | None:
+        """A usable entry whose question reads the same as `text` once normalised, found by
+        its normal form without an embedding (guard on: the guard would pass it unread)."""
+        form = form_key(text)
+        for part in self.partitions(req, settings):
+            for indexed in self.index.same_text(part, form):
+                if (entry := await self._usable(indexed, req, max_age_s)) is not None:
+                    return SemanticResult(entry=entry, verdict=Verdict(True, "same_text"))
+        return None
+
     async def lookup(self, req: CacheRequest, settings: CacheSettings, *,
                      max_age_s: float | None = None) -> SemanticResult:
+        text = verify_text(req, settings.context) or ""
+        if settings.guard and (found := await self.repeat(req, settings, text, max_age_s)):
+            return found
         vector = await self.embed(query_text(req) or "")
         result = SemanticResult(vector=vector)
-        text = verify_text(req, settings.context) or ""
         cands = self.candidates(req, settings, vector, text)
         # the nearest candidate first: a hit reads one pair; the rest only when it fails
         for batch in (cands[:1], cands[1:NEIGHBOURS]):
@@ -97,20 +118,20 @@ class SemanticCache:
                 if not verdict.ok:
                     result.rejections += 1
                     continue
-                entry = await self._usable(cand, req, max_age_s)
+                entry = await self._usable(cand.entry, req, max_age_s)
                 if entry is not None:
                     result.entry, result.similarity, result.verdict = \
                         entry, cand.similarity, verdict
                     return result
         return result
 
-    async def _usable(self, cand: Neighbour, req: CacheRequest,
+    async def _usable(self, indexed: IndexedEntry, req: CacheRequest,
                       max_age_s: float | None) -> CacheEntry | None:
-        """The candidate's stored entry, when it is live, young enough and fits `req`."""
-        entry = await self.store.get(cand.entry.key)
+        """The indexed entry as stored, when it is live, young enough and fits `req`."""
+        entry = await self.store.get(indexed.key)
         now = time.time()
         if entry is None or not entry.semantic_expires_at or entry.semantic_expires_at <= now:
-            self.index.remove(cand.entry.key)
+            self.index.remove(indexed.key)
             return None
         if max_age_s is not None and now - entry.created_at > max_age_s:
             return None
@@ -128,6 +149,7 @@ class SemanticCache:
         """Give `entry` its semantic part (partition, question, vector, expiry)."""
         entry.partition = partition_key(req, settings.context)
         entry.question = verify_text(req, settings.context)
+        entry.form = form_key(entry.question or "")
         entry.vector = np.asarray(vector, dtype=np.float32)
         entry.semantic_expires_at = entry.created_at + (ttl_s or settings.semantic_ttl_s)
 
@@ -140,7 +162,8 @@ class SemanticCache:
             return
         if event.key in self.index:
             return
-        entry = IndexedEntry(event.key, event.partition, event.question, event.expires_at or 0.0)
+        entry = IndexedEntry(event.key, event.partition, event.question, event.expires_at or 0.0,
+                             event.form)
         self.index.add(entry, event.vector)
 
     # ------------------------------------------------------------------ replica sync

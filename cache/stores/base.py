@@ -34,6 +34,7 @@ class CacheEntry:
     vector: np.ndarray | None = None  # float32 [dim], L2-normalised
     semantic_expires_at: float | None = None
     source: str = "upstream"  # or "admin" (curated)
+    form: int | None = None  # cache.question.form_key(question), for the semantic index
 
     @property
     def expires_at(self) -> float:
@@ -46,7 +47,7 @@ class CacheEntry:
             "tenant": self.tenant, "created_at": self.created_at,
             "exact_expires_at": self.exact_expires_at, "partition": self.partition,
             "question": self.question, "semantic_expires_at": self.semantic_expires_at,
-            "source": self.source,
+            "source": self.source, "form": self.form,
         }
 
     @classmethod
@@ -54,7 +55,7 @@ class CacheEntry:
                   vector: np.ndarray | None = None) -> CacheEntry:
         fields = {k: meta.get(k) for k in (
             "key", "route", "namespace", "tenant", "exact_expires_at", "partition", "question",
-            "semantic_expires_at")}
+            "semantic_expires_at", "form")}
         return cls(answer=answer, vector=vector, created_at=meta.get("created_at") or 0.0,
                    source=meta.get("source") or "upstream", **fields)
 
@@ -69,11 +70,12 @@ class IndexEvent:
     question: str | None = None
     vector: np.ndarray | None = None
     expires_at: float | None = None
+    form: int | None = None
 
     @classmethod
     def of(cls, entry: CacheEntry) -> IndexEvent:
         return cls("put", entry.key, entry.partition, entry.question, entry.vector,
-                   entry.semantic_expires_at)
+                   entry.semantic_expires_at, entry.form)
 
 
 def vector_to_str(vec: np.ndarray) -> str:

@@ -260,7 +260,7 @@ def _trimmed_past(info: Any, position: int) -> bool:
 
 def _event_from_meta(meta: dict[str, Any], vec: str) -> IndexEvent:
     return IndexEvent("put", meta["key"], meta.get("partition"), meta.get("question"),
-                      vector_from_str(vec), meta.get("semantic_expires_at"))
+                      vector_from_str(vec), meta.get("semantic_expires_at"), meta.get("form"))
 
 
 def _event_from_fields(fields: dict[str, str]) -> IndexEvent:

@@ -5,6 +5,7 @@ import time
 import numpy as np
 
 from cache.index import IndexedEntry, VectorIndex
+from cache.question import form_key
 
 
 def unit(seed: int, dim: int = 8) -> np.ndarray:
@@ -45,6 +46,23 @@ def test_ttl_expiry_leaves_the_index():
     assert len(index) == 2
     assert index.expire(now=time.time() + 1) == 1
     assert "old" not in index and [n.entry.key for n in index.search("p", unit(1))] == ["new"]
+
+
+def test_entries_are_found_by_normal_form_per_partition_until_removed_or_expired():
+    index = VectorIndex(dim=8)
+    index.add(IndexedEntry("a", "p1", "How do I reset my password?", time.time() + 60), unit(1))
+    index.add(IndexedEntry("b", "p1", "um, how do I reset my password", time.time() + 0.05),
+              unit(2))
+    index.add(IndexedEntry("c", "p2", "How do I reset my password?", time.time() + 60), unit(3))
+    form = form_key("HOW DO I RESET MY PASSWORD")
+    assert [e.key for e in index.same_text("p1", form)] == ["a", "b"]
+    assert index.same_text("p1", form_key("How do I reset my PIN?")) == []
+    time.sleep(0.06)
+    assert [e.key for e in index.same_text("p1", form)] == ["a"]  # "b" expired
+    index.remove("a")
+    assert index.same_text("p1", form) == [] and [e.key for e in index.same_text("p2", form)] == ["c"]
+    index.clear()
+    assert index.same_text("p2", form) == []
 
 
 def test_large_partitions_switch_to_hnsw_and_still_find_and_forget():

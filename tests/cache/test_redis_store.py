@@ -6,6 +6,7 @@ import time
 import pytest
 
 from cache.keys import CacheRequest
+from cache.question import form_key
 from cache.response_cache import ResponseCache
 from cache.settings import CacheSettings
 from cache.stores.base import CacheEntry, StoreUnavailable
@@ -45,10 +46,14 @@ async def test_two_replicas_serve_each_others_entries(redis_server):
         await a.store(ask("How do I close my account?"), {"content": "A"}, S)
         assert (await b.lookup(ask("How do I close my account?"), S)).status == "exact"
         await wait_for(lambda: len(b.semantic.index) == 1)
-        assert (await b.lookup(ask("how can i close my account"), S)).status == "semantic"
-        # a restarted replica loads the index from Redis
+        # the writer's normal form travels with the entry: b finds the repeat unembedded
+        repeat = await b.lookup(ask("how can i close my account"), S)
+        assert (repeat.status, repeat.similarity) == ("semantic", None)
+        # a restarted replica loads the index from Redis, normal forms included
         c = await ResponseCache.open(redis_server.url, prefix="t2:", embedder=a.semantic.embedder)
         assert len(c.semantic.index) == 1
+        part = c.semantic.partitions(ask("How do I close my account?"), S)[0]
+        assert len(c.semantic.index.same_text(part, form_key("how can I close my account"))) == 1
         await c.close()
         # a purge on one replica leaves the other's index
         assert await b.purge(route="r") == 1

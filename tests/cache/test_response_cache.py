@@ -19,7 +19,7 @@ async def test_exact_then_semantic_then_guarded_miss(cache):
     assert await cache.store(ask("How do I cancel my subscription?"), {"content": "A"}, S)
     assert (await cache.lookup(ask("How do I cancel my subscription?"), S)).status == "exact"
     hit = await cache.lookup(ask("how can i cancel my subscription"), S)
-    assert hit.status == "semantic" and hit.answer == {"content": "A"} and hit.similarity > 0.9
+    assert hit.status == "semantic" and hit.answer == {"content": "A"}
     assert (await cache.lookup(ask("How do I NOT cancel my subscription?"), S)).status == "miss"
     stats = cache.stats.get("r")
     assert (stats.exact_hits, stats.semantic_hits, stats.misses) == (1, 1, 1)

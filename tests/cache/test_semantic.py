@@ -40,6 +40,27 @@ async def test_with_the_guard_off_the_cosine_alone_decides_at_its_own_bar(cache)
     assert (await cache.lookup(ask("do NOT cancel my subscription"), S)).status == "miss"
 
 
+async def test_a_repeat_that_reads_the_same_is_served_without_an_embedding(cache):
+    await cache.store(ask("How do I cancel my subscription?"), {"content": "A"}, S)
+    embedder = cache.semantic.embedder
+    calls = []
+    embed = embedder.embed
+
+    async def counted(texts):
+        calls.append(list(texts))
+        return await embed(texts)
+
+    embedder.embed = counted
+    try:
+        hit = await cache.lookup(ask("um, how can i cancel my subscription"), S)
+        assert (hit.status, hit.answer, hit.similarity) == ("semantic", {"content": "A"}, None)
+        assert calls == []  # found by its normal form
+        await cache.lookup(ask("Where do I cancel my subscription?"), S)  # read by meaning
+        assert calls == [["Where do I cancel my subscription?"]]
+    finally:
+        embedder.embed = embed
+
+
 async def test_a_curated_entry_without_a_tenant_is_a_candidate_for_every_tenant(cache):
     await cache.store(ask("How do I cancel my subscription?"), {"content": "A"}, S)
     for tenant in ("a", "b"):

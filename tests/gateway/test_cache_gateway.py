@@ -72,8 +72,8 @@ def test_miss_then_exact_then_semantic(client):
     h2, second = chat(client, "What is the capital of France?")
     assert h2["x-cache"] == "exact" and "x-cache-similarity" not in h2
     assert second.choices[0].message.content == first.choices[0].message.content
-    h3, third = chat(client, "um what is the capital of france")
-    assert h3["x-cache"] == "semantic" and 0.5 < float(h3["x-cache-similarity"]) <= 1.0
+    h3, third = chat(client, "um what is the capital of france")  # the same once normalised:
+    assert h3["x-cache"] == "semantic" and "x-cache-similarity" not in h3  # found unembedded
     assert third.choices[0].message.content == first.choices[0].message.content
     h4, _ = chat(client, "What is the capital of Germany?")
     assert h4["x-cache"] == "miss"
