@@ -24,7 +24,7 @@ import numpy as np
 
 from cache import pair_model
 from cache.guard import Guard
-from cache.keys import CacheRequest, query_text
+from cache.keys import CacheRequest, partition_key, query_text, verify_text
 from cache.response_cache import ResponseCache
 from cache.settings import CacheSettings
 from cache.stores.memory import MemoryStore
@@ -78,6 +78,7 @@ class EvalReport:
     by_category: dict[str, dict[str, Any]] = field(default_factory=dict)
     false_hit_ids: list[str] = field(default_factory=list)
     operating_points: list[dict[str, Any]] = field(default_factory=list)  # see `points`
+    missed_by: dict[str, int] = field(default_factory=dict)  # same-answer pairs not served
 
     @property
     def true_hit_rate(self) -> float:
@@ -92,7 +93,8 @@ class EvalReport:
                 "false_hit_rate": round(self.false_hit_rate, 4),
                 "true_hit_ci": wilson(self.true_hits, self.should_hit),
                 "false_hit_ci": wilson(self.false_hits, self.traps),
-                "by_category": self.by_category, "operating_points": self.operating_points}
+                "by_category": self.by_category, "operating_points": self.operating_points,
+                "missed_by": self.missed_by}
 
 
 class _TableEmbedder:
@@ -156,6 +158,9 @@ async def evaluate(pairs: list[dict[str, Any]], settings: CacheSettings, embedde
         if pair["same_answer"]:
             report.should_hit += 1
             report.true_hits += served
+            if not served:
+                why = miss_reason(pair, settings, table.table)
+                report.missed_by[why] = report.missed_by.get(why, 0) + 1
         else:
             report.traps += 1
             report.false_hits += served
@@ -170,6 +175,21 @@ async def evaluate(pairs: list[dict[str, Any]], settings: CacheSettings, embedde
         for cat, (k, n) in sorted(groups.items())
     }
     return report
+
+
+def miss_reason(pair: dict[str, Any], settings: CacheSettings,
+                vectors: dict[str, np.ndarray]) -> str:
+    """Why `b` was not served `a`'s answer: another partition (system prompt, earlier
+    turns), a cosine under the floor, or the guard's reason (`verifier`, `numbers`, ...)."""
+    a, b = _request(pair["a"], settings), _request(pair["b"], settings)
+    if partition_key(a, settings.context) != partition_key(b, settings.context):
+        return "partition"
+    va, vb = verify_text(a, settings.context) or "", verify_text(b, settings.context) or ""
+    verdict = Guard().check(va, vb, settings.verifier_threshold)
+    cosine = float(vectors[query_text(a) or ""] @ vectors[query_text(b) or ""])
+    if cosine < settings.floor and verdict.reason != "same_text":
+        return "cosine_floor"
+    return verdict.reason if not verdict.ok else "other"
 
 
 def _route_threshold(settings: CacheSettings) -> float:
@@ -213,6 +233,9 @@ def format_table(report: EvalReport, title: str = "") -> str:
                  f"{report.should_hit}, 95% CI {lo:.1%}-{hi:.1%})   false-hit rate  "
                  f"{report.false_hit_rate:.1%} ({report.false_hits}/{report.traps}, "
                  f"95% CI {flo:.1%}-{fhi:.1%})")
+    if report.missed_by:
+        lines.append("same-answer pairs missed, by reason: " + ", ".join(
+            f"{why} {n}" for why, n in sorted(report.missed_by.items(), key=lambda x: -x[1])))
     if report.operating_points:
         lines.append(f"{'operating point':<20}{'threshold':>10}{'true hits':>11}{'false hits':>12}")
         for p in report.operating_points:

@@ -47,11 +47,25 @@ def test_cli_json_last_line_has_intervals_and_operating_points(capsys):
     summary = json.loads(out[-1])
     assert summary["pairs"] == 40 and set(summary) == {
         "pairs", "true_hit_rate", "false_hit_rate", "true_hit_ci", "false_hit_ci",
-        "by_category", "operating_points"}
+        "by_category", "operating_points", "missed_by"}
     assert summary["by_category"]["negation"]["pairs"] == 10
     names = [p["name"] for p in summary["operating_points"]]
     assert "route" in names and "false<=1.0%" in names
     assert any(line.startswith("operating point") for line in out)
+
+
+async def test_missed_same_answer_pairs_are_counted_by_reason():
+    def pair(i, a, b):
+        return {"id": f"m{i}", "a": a, "b": b, "same_answer": True}
+    pairs = [pair(0, "Track order 48213", "Track order 48231"),  # labelled same: numbers differ
+             pair(1, "How do I reset my password?", "Best pizza toppings?"),  # under the floor
+             pair(2, "How do I lock my card?", "How do I unlock my card?"),
+             pair(3, "How do I reset my password?", "um how do i reset my password"),  # served
+             pair(4, "Hi", [{"role": "system", "content": "Be brief."},
+                            {"role": "user", "content": "Hi"}])]  # another system prompt
+    report = await evaluate(pairs, S)
+    assert report.true_hits == 1
+    assert report.missed_by == {"numbers": 1, "cosine_floor": 1, "opposite": 1, "partition": 1}
 
 
 def test_cli_errors(capsys):
