@@ -15,7 +15,8 @@ epochs run on their output.
 
 Cross-validation: folds by the pair's group (a generated family or template, a fow-cache
 id), so a fold never sees a rewording of its own questions. The out-of-fold scores are kept
-(cache/training/data/oof_scores.safetensors) and set the thresholds (cache/training/
+(cache/training/data/oof_scores.safetensors for the shipped model, `<out>.oof.safetensors`
+for another `--out`) and set the thresholds (cache/training/
 threshold.py): over the pairs that reach the verifier as the guard runs it, the lowest at
 which at most `--max-false` of the near misses pass, over all question pairs and over
 fow-cache's alone (the stricter wins); the conversation threshold likewise over the
@@ -205,9 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     pairs = training_pairs()
     fold = np.array([fold_of(p["group"], args.folds) for p in pairs])
     meta_path = Path(args.out).with_suffix(".json")
+    # the shipped model's scores live in the repo; another --out keeps its own beside it
+    oof_path = (threshold.OOF_SCORES if Path(args.out) == WEIGHTS
+                else Path(args.out).with_suffix(".oof.safetensors"))
     if args.thresholds_only:
         meta = json.loads(meta_path.read_text())
-        report = threshold.choose(pairs, threshold.load_scores(pairs), fold, args.max_false)
+        report = threshold.choose(pairs, threshold.load_scores(pairs, oof_path), fold,
+                                  args.max_false)
         meta["cv"].update(report)
         meta.update({k: report[k] for k in ("threshold", "conversation_threshold",
                                             "operating_points")})
@@ -223,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                       lr=args.lr)
         oof[fold == f] = scores(model, feats, list(np.flatnonzero(fold == f)), start)
         print(f"fold {f} done at {time.time() - t0:.0f}s", flush=True)
-    threshold.save_scores(pairs, oof)
+    threshold.save_scores(pairs, oof, oof_path)
     report = {**threshold.choose(pairs, oof, fold, args.max_false), "epochs": args.epochs,
               "lr": args.lr}
     final = train(feats, list(range(len(pairs))), start, args.epochs, seed=args.folds,
