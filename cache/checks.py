@@ -89,11 +89,13 @@ def _opposite(a: Question, b: Question) -> tuple[str, str] | None:
     """A word on one side that is the other side's word with a negating prefix
     ("unlocked" / "locked", "disadvantages" / "advantages"), each on its own side only."""
     stems_a, stems_b = _stems(a), _stems(b)
-    for own, other, flip in ((stems_a, stems_b, False), (stems_b, stems_a, True)):
-        for word in own.keys() - other.keys():
+    only_a = {s: w for s, w in stems_a.items() if s not in stems_b}
+    only_b = {s: w for s, w in stems_b.items() if s not in stems_a}
+    for own, other, flip in ((only_a, only_b, False), (only_b, only_a, True)):
+        for word in own:
             for prefix in NEGATING_PREFIXES:
                 root = word[len(prefix):]
-                if word.startswith(prefix) and len(root) >= 3 and root in other.keys() - own.keys():
+                if word.startswith(prefix) and len(root) >= 3 and root in other:
                     found = (own[word], other[root])
                     return found[::-1] if flip else found
     return None

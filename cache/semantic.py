@@ -67,13 +67,13 @@ class SemanticCache:
     async def embed(self, text: str) -> np.ndarray:
         return (await self.embedder.embed([text]))[0]
 
-    def candidates(self, req: CacheRequest, settings: CacheSettings, vector: np.ndarray,
+    def candidates(self, parts: list[str], settings: CacheSettings, vector: np.ndarray,
                    text: str) -> list[Neighbour]:
-        """Entries over the floor in the request's partitions, most similar first; under
-        the floor, only one that reads the same once normalised ("um what is the capital of
-        france": fillers, case and punctuation cut MiniLM's cosine more than its meaning)."""
-        found = [n for part in self.partitions(req, settings)
-                 for n in self.index.search(part, vector, k=NEIGHBOURS)]
+        """Entries over the floor in the request's partitions `parts`, most similar first;
+        under the floor, only one that reads the same once normalised ("um what is the
+        capital of france": fillers, case and punctuation cut MiniLM's cosine more than its
+        meaning, and a clause moved to the other end is not found by its normal form)."""
+        found = [n for part in parts for n in self.index.search(part, vector, k=NEIGHBOURS)]
         found.sort(key=lambda n: -n.similarity)
         return [n for n in found if n.similarity >= settings.floor
                 or (settings.guard and same_text(n.entry.question, text))][:NEIGHBOURS]
@@ -86,12 +86,13 @@ class SemanticCache:
             parts.append(partition_key(req, settings.context, route_wide=True))
         return parts
 
-    async def repeat(self, req: CacheRequest, settings: CacheSettings, text: str,
+    async def repeat(self, req: CacheRequest, parts: list[str], text: str,
                      max_age_s: float | None) -> SemanticResult | None:
-        """A usable entry whose question reads the same as `text` once normalised, found by
-        its normal form without an embedding (guard on: the guard would pass it unread)."""
+        """A usable entry of `parts` whose question reads the same as `text` once
+        normalised, found by its normal form without an embedding (guard on: the guard
+        would pass it unread)."""
         form = form_key(text)
-        for part in self.partitions(req, settings):
+        for part in parts:
             for indexed in self.index.same_text(part, form):
                 if (entry := await self._usable(indexed, req, max_age_s)) is not None:
                     return SemanticResult(entry=entry, verdict=Verdict(True, "same_text"))
@@ -100,11 +101,12 @@ class SemanticCache:
     async def lookup(self, req: CacheRequest, settings: CacheSettings, *,
                      max_age_s: float | None = None) -> SemanticResult:
         text = verify_text(req, settings.context) or ""
-        if settings.guard and (found := await self.repeat(req, settings, text, max_age_s)):
+        parts = self.partitions(req, settings)  # hashes the context: once a lookup
+        if settings.guard and (found := await self.repeat(req, parts, text, max_age_s)):
             return found
         vector = await self.embed(query_text(req) or "")
         result = SemanticResult(vector=vector)
-        cands = self.candidates(req, settings, vector, text)
+        cands = self.candidates(parts, settings, vector, text)
         # the nearest candidate first: a hit reads one pair; the rest only when it fails
         for batch in (cands[:1], cands[1:NEIGHBOURS]):
             if not batch:
