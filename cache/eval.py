@@ -25,7 +25,9 @@ import numpy as np
 from cache import pair_model
 from cache.guard import Guard
 from cache.keys import CacheRequest, partition_key, query_text, verify_text
+from cache.question import key_words
 from cache.response_cache import ResponseCache
+from cache.semantic import LEXICAL_OVERLAP, lexical_first
 from cache.settings import CacheSettings
 from cache.stores.memory import MemoryStore
 
@@ -180,14 +182,18 @@ async def evaluate(pairs: list[dict[str, Any]], settings: CacheSettings, embedde
 def miss_reason(pair: dict[str, Any], settings: CacheSettings,
                 vectors: dict[str, np.ndarray]) -> str:
     """Why `b` was not served `a`'s answer: another partition (system prompt, earlier
-    turns), a cosine under the floor, or the guard's reason (`verifier`, `numbers`, ...)."""
+    turns), a cosine under the floor (and too few key words shared to be read before the
+    embedding), or the guard's reason (`verifier`, `numbers`, ...)."""
     a, b = _request(pair["a"], settings), _request(pair["b"], settings)
     if partition_key(a, settings.context) != partition_key(b, settings.context):
         return "partition"
     va, vb = verify_text(a, settings.context) or "", verify_text(b, settings.context) or ""
     verdict = Guard().check(va, vb, settings.verifier_threshold)
     cosine = float(vectors[query_text(a) or ""] @ vectors[query_text(b) or ""])
-    if cosine < settings.floor and verdict.reason != "same_text":
+    words_a, words_b = key_words(va), key_words(vb)
+    lexical = lexical_first(settings, vb) and \
+        len(words_a & words_b) >= LEXICAL_OVERLAP * len(words_a | words_b) > 0
+    if cosine < settings.floor and verdict.reason != "same_text" and not lexical:
         return "cosine_floor"
     return verdict.reason if not verdict.ok else "other"
 

@@ -111,10 +111,10 @@ class Guard:
                 verdicts[i] = Verdict(False, "no_verifier")
         elif asks:
             pairs = [(model_text(mended[i][0]), model_text(mended[i][1])) for i in asks]
-            for i, s in zip(asks, self.model.score(pairs), strict=True):
-                score = round(float(s), 4)
-                verdicts[i] = Verdict(score >= bar, "verified" if score >= bar else "verifier",
-                                      score=score)
+            for i, s in zip(asks, self.model.score(pairs, at_least=bar), strict=True):
+                ok = float(s) >= bar  # decided unrounded: a bound just under passes nothing
+                verdicts[i] = Verdict(ok, "verified" if ok else "verifier",
+                                      score=round(float(s), 4))
         return verdicts  # type: ignore[return-value]
 
 

@@ -2,7 +2,9 @@
 
 Entries are also filed by their question's normal form (`cache.question.form_key`, computed
 once when the entry is stored), so a repeat that reads the same once normalised is found
-without embedding it (`same_text`).
+without embedding it (`same_text`), and by their question's key words (content-word stems
+and numbers, `cache.question.key_words`), so the entry sharing most of a new question's
+words is found without one too (`lexical`).
 Small partitions use exact inner-product search (`IndexFlatIP`); a partition that grows
 past `approx_after` vectors is rebuilt as an HNSW graph (`IndexHNSWFlat`), whose search
 cost grows far slower. HNSW cannot delete, so removals there are tombstones filtered from
@@ -14,14 +16,18 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import faiss
 import numpy as np
 
-from cache.question import form_key
+from cache.keys import TURN_SEP
+from cache.question import form_key, key_words
 
 APPROX_AFTER = 20_000  # measured in bench/cache_bench.py: flat search passes ~1 ms near here
+COMMON = 2_000  # a key word filed for more entries of a partition than this is not counted:
+# it tells little, and counting it would cost a lexical search about a millisecond
 
 
 @dataclass
@@ -31,12 +37,13 @@ class IndexedEntry:
     question: str
     expires_at: float
     form: int | None = None  # form_key(question); worked out on `add` when not given
+    words: int = 0  # how many key words `add` filed it by (0: a conversation, not filed)
 
 
 @dataclass
 class Neighbour:
     entry: IndexedEntry
-    similarity: float
+    similarity: float | None  # cosine; None for a neighbour found by its words
 
 
 class _Partition:
@@ -97,6 +104,7 @@ class VectorIndex:
         self._entries: dict[int, IndexedEntry] = {}
         self._ids: dict[str, int] = {}  # key -> id
         self._forms: dict[int, list[int]] = {}  # hash((partition, form)) -> ids
+        self._words: dict[int, list[int]] = {}  # hash((partition, key word)) -> ids
         self._expiry: list[tuple[float, int]] = []
         self._next_id = 1
 
@@ -120,6 +128,11 @@ class VectorIndex:
         if entry.form is None:
             entry.form = form_key(entry.question)
         self._forms.setdefault(hash((entry.partition, entry.form)), []).append(ident)
+        if TURN_SEP not in entry.question:  # conversations are found by their embedding
+            words = key_words(entry.question)
+            entry.words = len(words)
+            for word in words:
+                self._words.setdefault(hash((entry.partition, word)), []).append(ident)
         heapq.heappush(self._expiry, (entry.expires_at, ident))
 
     def remove(self, key: str) -> bool:
@@ -131,6 +144,12 @@ class VectorIndex:
         self._forms[filed].remove(ident)
         if not self._forms[filed]:
             del self._forms[filed]
+        if entry.words:
+            for word in key_words(entry.question):
+                filed = hash((entry.partition, word))
+                self._words[filed].remove(ident)
+                if not self._words[filed]:
+                    del self._words[filed]
         part = self._parts.get(entry.partition)
         if part is not None:
             part.remove(ident)
@@ -157,6 +176,25 @@ class VectorIndex:
         self.expire()
         found = (self._entries[i] for i in self._forms.get(hash((partition, form)), ()))
         return [e for e in found if e.partition == partition and e.form == form]
+
+    def lexical(self, partition: str, words: frozenset[str],
+                at_least: float) -> IndexedEntry | None:
+        """The live entry of `partition` whose key words overlap `words` the most (Jaccard:
+        shared / either), when that overlap is at least `at_least`; words filed for more
+        than COMMON entries are not counted."""
+        self.expire()
+        shared: Counter[int] = Counter()
+        for word in words:
+            ids = self._words.get(hash((partition, word)), ())
+            if len(ids) <= COMMON:
+                shared.update(ids)
+        best, best_overlap = None, at_least
+        for ident, n in shared.items():
+            entry = self._entries[ident]
+            overlap = n / (len(words) + entry.words - n)
+            if overlap >= best_overlap and entry.partition == partition:
+                best, best_overlap = entry, overlap
+        return best
 
     def expire(self, now: float | None = None) -> int:
         """Drop entries whose TTL has passed; returns how many left."""

@@ -180,3 +180,11 @@ def form_key(text: str) -> int:
     files entries by it, so a repeat that reads the same is found without an embedding."""
     digest = hashlib.blake2b(normal_form(text).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") >> 1
+
+
+def key_words(text: str) -> frozenset[str]:
+    """The stems of a question's content words and the values of its numbers: what the
+    semantic index files an entry by, so a question that shares most of them is read by
+    the verifier before any embedding (`VectorIndex.lexical`)."""
+    q = read(text)
+    return frozenset(stem(w) for w in q.content) | frozenset(q.numbers)

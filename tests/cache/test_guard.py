@@ -103,7 +103,28 @@ def test_the_verifier_rejects_near_misses(cached, new):
 
 def test_the_verdict_is_the_same_whichever_question_came_first():
     a, b = "How do I convert Celsius to Fahrenheit?", "How can I turn Celsius into Fahrenheit?"
-    assert guard.check(a, b).score == guard.check(b, a).score
+    assert guard.check(a, b).ok == guard.check(b, a).ok
+    assert guard.model.score([(a, b)]) == guard.model.score([(b, a)])  # both orders read
+
+
+def test_a_near_miss_is_read_one_way_when_that_reading_already_decides():
+    model = PairModel.load()  # its own LRU of readings
+    batches = []
+    encoder = model.model
+
+    def counted(*enc):
+        batches.append(enc[0].shape[0])
+        return encoder(*enc)
+
+    model.model = counted
+    near = ("When was the Eiffel Tower built?", "Where was the Eiffel Tower built?")
+    same = ("How do I reset my password?", "What are the steps to reset my password?")
+    bound = model.score([near, same], at_least=model.threshold)
+    assert batches == [2, 1]  # both pairs one way, then only the rewording the other way
+    full = model.score([near, same])
+    assert batches == [2, 1, 1]  # what `at_least` skipped: the near miss's other reading
+    assert bound[1] == full[1] >= model.threshold
+    assert full[0] <= bound[0] < model.threshold  # a bound above the mean, still under
 
 
 def test_candidates_are_verified_in_one_batch_in_order():
@@ -116,7 +137,7 @@ def test_candidates_are_verified_in_one_batch_in_order():
 
 def test_a_threshold_override_moves_the_operating_point():
     a, b = "When was the Eiffel Tower built?", "Where was the Eiffel Tower built?"
-    score = guard.check(a, b).score
+    score = float(guard.model.score([(a, b)])[0])  # both orders, unrounded
     assert guard.check(a, b, threshold=score).ok
     assert not guard.check(a, b, threshold=min(1.0, score + 1e-3)).ok
 
@@ -133,7 +154,7 @@ def test_a_crash_is_a_rejection_named_guard_error():
     class Broken:
         threshold = 0.5
 
-        def score(self, pairs):
+        def score(self, pairs, at_least=None):
             raise RuntimeError("boom")
 
     verdict = Guard(model=Broken()).check("How do I lock my card?", "Where can I lock my card?")
@@ -220,7 +241,7 @@ def test_conversations_of_another_length_are_another_context_and_whole_ones_are_
     class Scorer:
         config = PairConfig(6, threshold=0.9, operating_points={}, conversation_threshold=0.5)
 
-        def score(self, pairs):
+        def score(self, pairs, at_least=None):
             calls.append(pairs)
             return [0.7 for _ in pairs]
 

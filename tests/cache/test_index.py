@@ -4,8 +4,10 @@ import time
 
 import numpy as np
 
+from cache import index as index_module
 from cache.index import IndexedEntry, VectorIndex
-from cache.question import form_key
+from cache.keys import TURN_SEP
+from cache.question import form_key, key_words
 
 
 def unit(seed: int, dim: int = 8) -> np.ndarray:
@@ -63,6 +65,33 @@ def test_entries_are_found_by_normal_form_per_partition_until_removed_or_expired
     assert index.same_text("p1", form) == [] and [e.key for e in index.same_text("p2", form)] == ["c"]
     index.clear()
     assert index.same_text("p2", form) == []
+
+
+def test_the_entry_sharing_most_key_words_is_found_per_partition_until_removed():
+    index, later = VectorIndex(dim=8), time.time() + 60
+    index.add(IndexedEntry("b", "p1", "How do I reset my router?", later), unit(1))
+    index.add(IndexedEntry("a", "p1", "How do I reset my router password?", later), unit(2))
+    index.add(IndexedEntry("c", "p2", "Reset the router password, how?", later), unit(3))
+    index.add(IndexedEntry("t", "p1", f"reset router password{TURN_SEP}hi", later), unit(4))
+    words = key_words("What are the steps to reset my router password?")
+    assert words == {"reset", "router", "password"}
+    assert index.lexical("p1", words, 0.5).key == "a"  # 3 of 3 shared, "b" 2 of 3
+    assert index.lexical("p2", words, 0.5).key == "c"
+    index.remove("a")
+    assert index.lexical("p1", words, 0.5).key == "b"  # a conversation ("t") is not filed
+    assert index.lexical("p1", words, 0.7) is None
+    index.remove("b")
+    assert index.lexical("p1", words, 0.0) is None and index.lexical("p3", words, 0.0) is None
+
+
+def test_a_key_word_filed_for_too_many_entries_is_not_counted(monkeypatch):
+    monkeypatch.setattr(index_module, "COMMON", 1)
+    index, later = VectorIndex(dim=8), time.time() + 60
+    index.add(IndexedEntry("a", "p", "How do I reset my router password?", later), unit(1))
+    assert index.lexical("p", key_words("reset router password"), 1.0).key == "a"
+    index.add(IndexedEntry("b", "p", "How do I reset my modem?", later), unit(2))
+    assert index.lexical("p", key_words("reset router password"), 1.0) is None  # "reset": 2
+    assert index.lexical("p", key_words("reset router password"), 0.5).key == "a"  # 2 of 4
 
 
 def test_large_partitions_switch_to_hnsw_and_still_find_and_forget():

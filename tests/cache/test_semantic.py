@@ -1,6 +1,8 @@
 """The semantic cache: candidates over the floor go to the guard nearest first, route-wide
 entries answer tenants, and `semantic` context mode reads earlier turns by meaning."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 from cache.keys import CacheRequest
@@ -40,25 +42,53 @@ async def test_with_the_guard_off_the_cosine_alone_decides_at_its_own_bar(cache)
     assert (await cache.lookup(ask("do NOT cancel my subscription"), S)).status == "miss"
 
 
+@contextmanager
+def counted(obj, name: str) -> Iterator[list]:
+    """Calls to `obj.name` (its first argument each), for as long as the block runs."""
+    calls, real = [], getattr(obj, name)
+
+    def spy(*args):
+        calls.append(args[0] if not hasattr(args[0], "shape") else args[0].shape[0])
+        return real(*args)
+
+    setattr(obj, name, spy)
+    try:
+        yield calls
+    finally:
+        setattr(obj, name, real)
+
+
 async def test_a_repeat_that_reads_the_same_is_served_without_an_embedding(cache):
     await cache.store(ask("How do I cancel my subscription?"), {"content": "A"}, S)
-    embedder = cache.semantic.embedder
-    calls = []
-    embed = embedder.embed
-
-    async def counted(texts):
-        calls.append(list(texts))
-        return await embed(texts)
-
-    embedder.embed = counted
-    try:
+    with counted(cache.semantic.embedder, "embed") as calls:
         hit = await cache.lookup(ask("um, how can i cancel my subscription"), S)
         assert (hit.status, hit.answer, hit.similarity) == ("semantic", {"content": "A"}, None)
         assert calls == []  # found by its normal form
-        await cache.lookup(ask("Where do I cancel my subscription?"), S)  # read by meaning
-        assert calls == [["Where do I cancel my subscription?"]]
-    finally:
-        embedder.embed = embed
+        await cache.lookup(ask("Where can I find my invoices?"), S)  # read by meaning
+        assert calls == [["Where can I find my invoices?"]]
+
+
+async def test_a_rewording_that_keeps_most_words_is_read_before_any_embedding(cache):
+    await cache.store(ask("How do I cancel my subscription?"), {"content": "A"}, S)
+    reworded = ask("What are the steps to cancel my subscription?")
+    with counted(cache.semantic.embedder, "embed") as calls:
+        hit = await cache.lookup(reworded, S)
+        assert (hit.status, hit.answer, hit.similarity) == ("semantic", {"content": "A"}, None)
+        assert calls == []  # "cancel", "subscription": both its key words shared
+        own_floor = await cache.lookup(reworded, replace(S, threshold=0.5))
+        assert own_floor.status == "semantic" and own_floor.similarity is not None
+        assert len(calls) == 1  # a route that set its own cosine floor: by cosine alone
+
+
+async def test_a_near_miss_sharing_words_is_read_once_one_way_then_the_embedding_runs(cache):
+    await cache.store(ask("How do I cancel my gym subscription?"), {"content": "A"}, S)
+    model = cache.semantic.guard.model
+    with counted(cache.semantic.embedder, "embed") as embeds, \
+            counted(model, "model") as batches:
+        miss = await cache.lookup(ask("How do I cancel my magazine subscription?"), S)
+    assert miss.status == "miss" and len(embeds) == 1  # embedded (stored with its vector)
+    assert batches == [1]  # one row: (gym, magazine) read one way, not again by cosine
+    assert cache.stats.get("r").guard_rejections == 1
 
 
 async def test_a_curated_entry_without_a_tenant_is_a_candidate_for_every_tenant(cache):

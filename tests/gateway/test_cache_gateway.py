@@ -75,6 +75,8 @@ def test_miss_then_exact_then_semantic(client):
     h3, third = chat(client, "um what is the capital of france")  # the same once normalised:
     assert h3["x-cache"] == "semantic" and "x-cache-similarity" not in h3  # found unembedded
     assert third.choices[0].message.content == first.choices[0].message.content
+    h, _ = chat(client, "Tell me the capital of France.")  # the route sets its own cosine
+    assert h["x-cache"] == "semantic" and float(h["x-cache-similarity"]) > 0.85  # floor
     h4, _ = chat(client, "What is the capital of Germany?")
     assert h4["x-cache"] == "miss"
 

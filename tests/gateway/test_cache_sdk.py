@@ -52,7 +52,7 @@ def test_a_curated_answer_without_a_tenant_serves_every_tenant_at_the_sdk_defaul
         assert (h["x-cache"], text) == ("semantic", answer)
         h, text = ask(sdk(gw, key), "Resetting my password: how is it done?")
         assert (h["x-cache"], text) == ("semantic", answer)
-        assert float(h["x-cache-similarity"]) > 0.5
+        assert "x-cache-similarity" not in h  # its key words found it before any embedding
 
 
 def test_a_typo_or_a_moved_clause_is_served_the_curated_answer_and_a_near_miss_is_not(gw):
