@@ -171,6 +171,11 @@ class VectorIndex:
         found = part.search(vec, k, self.approx_after)
         return [Neighbour(self._entries[i], s) for i, s in found if i in self._entries]
 
+    def holds(self, partition: str) -> bool:
+        """Whether `partition` has a live entry."""
+        self.expire()
+        return partition in self._parts
+
     def same_text(self, partition: str, form: int) -> list[IndexedEntry]:
         """The live entries of `partition` whose question's `form_key` is `form`."""
         self.expire()

@@ -11,7 +11,8 @@ an embedding (no `x-cache-similarity` then). Next, the entry sharing at least ha
 words with the question (content-word stems and numbers) goes to the guard before any
 embedding: a rewording that keeps most words is served without one (again no
 `x-cache-similarity`). Otherwise candidates over the route's cosine floor go to the guard
-(exact checks, then the pair verifier), the nearest first.
+(exact checks, then the pair verifier), the nearest first. A lookup into partitions with no
+entry embeds nothing: storing the answer embeds the question, after the answer is sent.
 
 With a shared store (Redis) every replica keeps its local index in step with the store by
 polling its change feed; a feed gap (Redis restarted, replica disconnected) reloads all.
@@ -119,6 +120,8 @@ class SemanticCache:
         if near and await self._serve([Neighbour(near, None)], req, text, settings,
                                       max_age_s, result):
             return result
+        if not any(self.index.holds(part) for part in parts):
+            return result  # nothing to find: the store embeds the question, after the answer
         result.vector = await self.embed(query_text(req) or "")
         cands = [c for c in self.candidates(parts, settings, result.vector, text)
                  if near is None or c.entry.key != near.key]  # `near` was read already

@@ -68,6 +68,16 @@ async def test_a_repeat_that_reads_the_same_is_served_without_an_embedding(cache
         assert calls == [["Where can I find my invoices?"]]
 
 
+async def test_a_lookup_into_an_empty_partition_embeds_nothing_the_store_does(cache):
+    with counted(cache.semantic.embedder, "embed") as calls:
+        miss = await cache.lookup(ask("How do I cancel my subscription?"), S)
+        assert (miss.status, miss.vector, calls) == ("miss", None, [])
+        await cache.store(ask("How do I cancel my subscription?"), {"content": "A"}, S)
+        assert calls == [["How do I cancel my subscription?"]]  # once the answer is in
+        other = await cache.lookup(ask("Where can I find my invoices?", tenant="t"), S)
+        assert other.vector is not None and len(calls) == 2  # the route-wide entry counts
+
+
 async def test_a_rewording_that_keeps_most_words_is_read_before_any_embedding(cache):
     await cache.store(ask("How do I cancel my subscription?"), {"content": "A"}, S)
     reworded = ask("What are the steps to cancel my subscription?")
