@@ -193,8 +193,9 @@ class VectorIndex:
             ids = self._words.get(hash((partition, word)), ())
             if len(ids) <= COMMON:
                 shared.update(ids)
-        best, best_overlap = None, at_least
-        for ident, n in shared.items():
+        need = at_least * len(words)  # with n shared of its k >= n words, n / (len + k - n)
+        best, best_overlap = None, at_least  # reaches at_least only when n >= need
+        for ident, n in [(i, n) for i, n in shared.items() if n >= need]:
             entry = self._entries[ident]
             overlap = n / (len(words) + entry.words - n)
             if overlap >= best_overlap and entry.partition == partition:
