@@ -6,7 +6,7 @@ import time
 import pytest
 
 from cache.keys import CacheRequest
-from cache.question import form_key
+from cache.question import form_key, key_words
 from cache.response_cache import ResponseCache
 from cache.settings import CacheSettings
 from cache.stores.base import CacheEntry, StoreUnavailable
@@ -54,6 +54,8 @@ async def test_two_replicas_serve_each_others_entries(redis_server):
         assert len(c.semantic.index) == 1
         part = c.semantic.partitions(ask("How do I close my account?"), S)[0]
         assert len(c.semantic.index.same_text(part, form_key("how can I close my account"))) == 1
+        words = key_words("What are the steps to close my account?")  # and by key words
+        assert c.semantic.index.lexical(part, words, 1.0).question == "How do I close my account?"
         await c.close()
         # a purge on one replica leaves the other's index
         assert await b.purge(route="r") == 1
