@@ -104,7 +104,7 @@ class VectorIndex:
         self._entries: dict[int, IndexedEntry] = {}
         self._ids: dict[str, int] = {}  # key -> id
         self._forms: dict[int, list[int]] = {}  # hash((partition, form)) -> ids
-        self._words: dict[int, list[int]] = {}  # hash((partition, key word)) -> ids
+        self._words: dict[int, int | list[int]] = {}  # hash((partition, key word)) -> id(s)
         self._expiry: list[tuple[float, int]] = []
         self._next_id = 1
 
@@ -132,7 +132,14 @@ class VectorIndex:
             words = key_words(entry.question)
             entry.words = len(words)
             for word in words:
-                self._words.setdefault(hash((entry.partition, word)), []).append(ident)
+                filed = hash((entry.partition, word))
+                ids = self._words.get(filed)
+                if ids is None:
+                    self._words[filed] = ident  # most words file one entry: no list
+                elif isinstance(ids, int):
+                    self._words[filed] = [ids, ident]
+                else:
+                    ids.append(ident)
         heapq.heappush(self._expiry, (entry.expires_at, ident))
 
     def remove(self, key: str) -> bool:
@@ -147,9 +154,13 @@ class VectorIndex:
         if entry.words:
             for word in key_words(entry.question):
                 filed = hash((entry.partition, word))
-                self._words[filed].remove(ident)
-                if not self._words[filed]:
+                ids = self._words[filed]
+                if isinstance(ids, int):
                     del self._words[filed]
+                else:
+                    ids.remove(ident)
+                    if len(ids) == 1:
+                        self._words[filed] = ids[0]
         part = self._parts.get(entry.partition)
         if part is not None:
             part.remove(ident)
@@ -191,7 +202,9 @@ class VectorIndex:
         shared: Counter[int] = Counter()
         for word in words:
             ids = self._words.get(hash((partition, word)), ())
-            if len(ids) <= COMMON:
+            if isinstance(ids, int):
+                shared[ids] += 1
+            elif len(ids) <= COMMON:
                 shared.update(ids)
         need = at_least * len(words)  # with n shared of its k >= n words, n / (len + k - n)
         best, best_overlap = None, at_least  # reaches at_least only when n >= need

@@ -84,6 +84,8 @@ def test_the_entry_sharing_most_key_words_is_found_per_partition_until_removed()
     assert index.lexical("p1", words, 0.7) is None
     index.remove("b")
     assert index.lexical("p1", words, 0.0) is None and index.lexical("p3", words, 0.0) is None
+    index.remove("c")
+    assert index._words == {}  # every word unfiled, lists and single ids alike
 
 
 def test_a_key_word_filed_for_too_many_entries_is_not_counted(monkeypatch):
