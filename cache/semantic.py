@@ -125,8 +125,9 @@ class SemanticCache:
         result.vector = await self.embed(query_text(req) or "")
         cands = [c for c in self.candidates(parts, settings, result.vector, text)
                  if near is None or c.entry.key != near.key]  # `near` was read already
+        cands = cands[:NEIGHBOURS - (near is not None)]  # NEIGHBOURS read in all, at most
         # the nearest candidate first: a hit reads one pair; the rest only when it fails
-        for batch in (cands[:1], cands[1:NEIGHBOURS]):
+        for batch in (cands[:1], cands[1:]):
             if batch and await self._serve(batch, req, text, settings, max_age_s, result):
                 break
         return result

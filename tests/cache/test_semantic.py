@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from cache.keys import CacheRequest
+from cache.semantic import NEIGHBOURS
 from cache.settings import CacheSettings
 
 S = CacheSettings(route="r", semantic_enabled=True)
@@ -120,3 +121,13 @@ async def test_semantic_context_reads_earlier_turns_by_meaning_and_keeps_others_
     assert (await cache.lookup(ask("How do I cancel it?", reworded), sem)).status == "semantic"
     assert (await cache.lookup(ask("How do I cancel it?", gym), sem)).status == "miss"
     assert (await cache.lookup(ask("How do I cancel it?", reworded), EASY)).status == "miss"
+
+
+async def test_at_most_neighbours_candidates_are_read_the_key_word_one_included(cache):
+    # the first shares the most key words, the other three are nearer by cosine (0.89-0.92)
+    for q in ("cancel magazine subscription refund policy", "How can I cancel my magazine "
+              "membership 1?", "How do I stop my magazine subscription 1?",
+              "How do I end my magazine subscription 1?"):
+        await cache.store(ask(q), {"content": q}, S)
+    miss = await cache.lookup(ask("How do I cancel my magazine subscription?"), S)
+    assert miss.status == "miss" and cache.stats.get("r").guard_rejections == NEIGHBOURS
