@@ -95,7 +95,9 @@ class ResponseCache:
             if why is None and settings.adaptive_skip and not self.skip.should_look(settings.route):
                 why = "idle"
             if why is None:
-                sem = await self.semantic.lookup(req, settings, max_age_s=max_age_s)
+                sem = await self.semantic.lookup(  # a probe's store must find its vector
+                    req, settings, max_age_s=max_age_s,
+                    need_vector=self.skip.skipping(settings.route))
                 result.vector = sem.vector
                 self.skip.record(settings.route, sem.entry is not None)
                 if sem.rejections:

@@ -110,7 +110,10 @@ class SemanticCache:
         return None
 
     async def lookup(self, req: CacheRequest, settings: CacheSettings, *,
-                     max_age_s: float | None = None) -> SemanticResult:
+                     max_age_s: float | None = None, need_vector: bool = False
+                     ) -> SemanticResult:
+        """The entry to serve, if any, and the question's embedding when one was made (always
+        with `need_vector`; otherwise not into partitions that hold nothing)."""
         text = verify_text(req, settings.context) or ""
         parts = self.partitions(req, settings)  # hashes the context: once a lookup
         if settings.guard and (found := await self.repeat(req, parts, text, max_age_s)):
@@ -120,7 +123,7 @@ class SemanticCache:
         if near and await self._serve([Neighbour(near, None)], req, text, settings,
                                       max_age_s, result):
             return result
-        if not any(self.index.holds(part) for part in parts):
+        if not need_vector and not any(self.index.holds(part) for part in parts):
             return result  # nothing to find: the store embeds the question, after the answer
         result.vector = await self.embed(query_text(req) or "")
         cands = [c for c in self.candidates(parts, settings, result.vector, text)

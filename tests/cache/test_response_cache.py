@@ -102,9 +102,13 @@ async def test_a_route_without_semantic_hits_skips_lookups_but_probes(cache):
     s = replace(S, exact_enabled=True)
     for i in range(5):
         assert (await cache.lookup(ask(f"unrelated question number {i}"), s)).skipped is None
-    skipped = [(await cache.lookup(ask(f"another question {i}"), s)).skipped for i in range(3)]
-    assert skipped == ["semantic:idle", "semantic:idle", None]  # the third is a probe
+    found = [await cache.lookup(ask(f"another question {i}"), s) for i in range(3)]
+    assert [f.skipped for f in found] == ["semantic:idle", "semantic:idle", None]  # a probe
     assert cache.stats.get("r").semantic_skips == 2
+    assert found[2].vector is not None  # embedded though its partition holds nothing:
+    for i, f in enumerate(found):  # while skipping, only a store with its vector at hand
+        await cache.store(ask(f"another question {i}"), {"content": "A"}, s, vector=f.vector)
+    assert len(cache.semantic.index) == 1  # indexes it: the probe's
 
 
 async def test_a_store_in_flight_is_waited_for_by_a_lookup_of_its_key(cache):
