@@ -1,5 +1,7 @@
-"""The semantic cache: candidates over the floor go to the guard nearest first, route-wide
-entries answer tenants, and `semantic` context mode reads earlier turns by meaning."""
+"""The semantic cache: repeats found by normal form and rewordings by key words before any
+embedding, candidates over the floor go to the guard nearest first (at most NEIGHBOURS
+read), route-wide entries answer tenants, and `semantic` context mode reads earlier turns by
+meaning."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -85,7 +87,8 @@ async def test_a_rewording_that_keeps_most_words_is_read_before_any_embedding(ca
     with counted(cache.semantic.embedder, "embed") as calls:
         hit = await cache.lookup(reworded, S)
         assert (hit.status, hit.answer, hit.similarity) == ("semantic", {"content": "A"}, None)
-        assert calls == []  # "cancel", "subscription": both its key words shared
+        assert hit.score is not None and calls == []  # verified; found by "cancel" and
+        # "subscription", its only key words, both shared
         own_floor = await cache.lookup(reworded, replace(S, threshold=0.5))
         assert own_floor.status == "semantic" and own_floor.similarity is not None
         assert len(calls) == 1  # a route that set its own cosine floor: by cosine alone
