@@ -182,10 +182,11 @@ class VectorIndex:
         found = part.search(vec, k, self.approx_after)
         return [Neighbour(self._entries[i], s) for i, s in found if i in self._entries]
 
-    def holds(self, partition: str) -> bool:
-        """Whether `partition` has a live entry."""
+    def count(self, partition: str) -> int:
+        """How many live entries `partition` has."""
         self.expire()
-        return partition in self._parts
+        part = self._parts.get(partition)
+        return part.size if part is not None else 0
 
     def same_text(self, partition: str, form: int) -> list[IndexedEntry]:
         """The live entries of `partition` whose question's `form_key` is `form`."""

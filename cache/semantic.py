@@ -11,8 +11,9 @@ an embedding (no `x-cache-similarity` then). Next, the entry sharing at least ha
 words with the question (content-word stems and numbers) goes to the guard before any
 embedding: a rewording that keeps most words is served without one (again no
 `x-cache-similarity`). Otherwise candidates over the route's cosine floor go to the guard
-(exact checks, then the pair verifier), the nearest first. A lookup into partitions with no
-entry embeds nothing: storing the answer embeds the question, after the answer is sent.
+(exact checks, then the pair verifier), the nearest first. A lookup whose partitions hold no
+entry it has not read embeds nothing: storing the answer embeds the question, after the
+answer is sent.
 
 With a shared store (Redis) every replica keeps its local index in step with the store by
 polling its change feed; a feed gap (Redis restarted, replica disconnected) reloads all.
@@ -113,7 +114,7 @@ class SemanticCache:
                      max_age_s: float | None = None, need_vector: bool = False
                      ) -> SemanticResult:
         """The entry to serve, if any, and the question's embedding when one was made (always
-        with `need_vector`; otherwise not into partitions that hold nothing)."""
+        with `need_vector`; otherwise not when the partitions hold no entry left to read)."""
         text = verify_text(req, settings.context) or ""
         parts = self.partitions(req, settings)  # hashes the context: once a lookup
         if settings.guard and (found := await self.repeat(req, parts, text, max_age_s)):
@@ -123,8 +124,9 @@ class SemanticCache:
         if near and await self._serve([Neighbour(near, None)], req, text, settings,
                                       max_age_s, result):
             return result
-        if not need_vector and not any(self.index.holds(part) for part in parts):
-            return result  # nothing to find: the store embeds the question, after the answer
+        others = sum(self.index.count(part) for part in parts) - (near is not None)
+        if not need_vector and others <= 0:
+            return result  # nothing left to find: the store embeds the question, after the answer
         result.vector = await self.embed(query_text(req) or "")
         cands = [c for c in self.candidates(parts, settings, result.vector, text)
                  if near is None or c.entry.key != near.key]  # `near` was read already

@@ -37,7 +37,7 @@ def test_remove_and_replace():
     index.add(entry("a"), unit(2))  # same key: replaced, not duplicated
     assert len(index) == 1 and index.search("p", unit(2))[0].similarity > 0.999
     assert index.remove("a") and not index.remove("a")
-    assert index.search("p", unit(2)) == [] and index.partitions() == 0 and not index.holds("p")
+    assert index.search("p", unit(2)) == [] and index.partitions() == 0 and index.count("p") == 0
 
 
 def test_ttl_expiry_leaves_the_index():
@@ -48,8 +48,8 @@ def test_ttl_expiry_leaves_the_index():
     assert len(index) == 2
     assert index.expire(now=time.time() + 1) == 1
     assert "old" not in index and [n.entry.key for n in index.search("p", unit(1))] == ["new"]
-    assert index.holds("p") and index.expire(now=time.time() + 120) == 1
-    assert not index.holds("p")
+    assert index.count("p") == 1 and index.expire(now=time.time() + 120) == 1
+    assert index.count("p") == 0
 
 
 def test_entries_are_found_by_normal_form_per_partition_until_removed_or_expired():

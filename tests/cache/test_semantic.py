@@ -99,10 +99,13 @@ async def test_a_near_miss_sharing_words_is_read_once_one_way_then_the_embedding
     model = cache.semantic.guard.model
     with counted(cache.semantic.embedder, "embed") as embeds, \
             counted(model, "model") as batches:
-        miss = await cache.lookup(ask("How do I cancel my magazine subscription?"), S)
-    assert miss.status == "miss" and len(embeds) == 1  # embedded (stored with its vector)
-    assert batches == [1]  # one row: (gym, magazine) read one way, not again by cosine
-    assert cache.stats.get("r").guard_rejections == 1
+        alone = await cache.lookup(ask("How do I cancel my magazine subscription?"), S)
+        assert alone.status == "miss" and embeds == []  # no other entry to look for
+        await cache.store(ask("Where can I find my invoices?"), {"content": "B"}, S)
+        miss = await cache.lookup(ask("How do I cancel my newspaper subscription?"), S)
+    assert miss.status == "miss" and len(embeds) == 2  # the store's, then the lookup's
+    assert batches == [1, 1]  # one row each: (gym, ...) read one way, not again by cosine
+    assert cache.stats.get("r").guard_rejections == 2
 
 
 async def test_a_curated_entry_without_a_tenant_is_a_candidate_for_every_tenant(cache):
