@@ -124,7 +124,8 @@ class SemanticCache:
         if near and await self._serve([Neighbour(near, None)], req, text, settings,
                                       max_age_s, result):
             return result
-        others = sum(self.index.count(part) for part in parts) - (near is not None)
+        others = sum(self.index.count(part) for part in parts) - (
+            near is not None and near.key in self.index)  # (`_usable` drops a stale one)
         if not need_vector and others <= 0:
             return result  # nothing left to find: the store embeds the question, after the answer
         result.vector = await self.embed(query_text(req) or "")

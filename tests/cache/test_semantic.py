@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from cache.keys import CacheRequest
+from cache.keys import CacheRequest, exact_key
 from cache.semantic import NEIGHBOURS
 from cache.settings import CacheSettings
 
@@ -137,3 +137,13 @@ async def test_at_most_neighbours_candidates_are_read_the_key_word_one_included(
         await cache.store(ask(q), {"content": q}, S)
     miss = await cache.lookup(ask("How do I cancel my magazine subscription?"), S)
     assert miss.status == "miss" and cache.stats.get("r").guard_rejections == NEIGHBOURS
+
+
+async def test_a_key_word_candidate_gone_from_the_store_leaves_the_others_to_cosine(cache):
+    await cache.store(ask("How can I cancel my subscription?"), {"content": "A"}, S)
+    gone = ask("How do I cancel my subscription?")  # the key-word candidate: the newer of two
+    await cache.store(gone, {"content": "B"}, S)
+    assert await cache.backend.delete([exact_key(gone)]) == 1  # lost by the store alone
+    hit = await cache.lookup(ask("What are the steps to cancel my subscription?"), EASY)
+    assert (hit.status, hit.answer) == ("semantic", {"content": "A"})  # found by cosine
+    assert hit.similarity is not None and len(cache.semantic.index) == 1
