@@ -145,8 +145,7 @@ class PairModel:
                 self._read(list(pairs) + [(b, a) for a, b in pairs])
             else:
                 self._read(list(pairs))
-                self._read([(b, a) for a, b in pairs
-                            if (self._recent[(a, b)] + 1) / 2 >= at_least])
+                self._read([(b, a) for a, b in pairs if self._mean((a, b)) >= at_least])
             out = np.array([self._mean(p) for p in pairs])
             while len(self._recent) > RECENT:
                 self._recent.popitem(last=False)
