@@ -11,8 +11,9 @@ found.
 Numbers compare by value ("two weeks" = "14 days", "2,000" = "2000"); a unit on one side
 only ("7pm" / "seven") is no clash, and neither is a class (dates, units, identifiers) that
 only one side names: "in 2 days" / "soon" goes on to the verifier. Two conversations
-(`conversation_clash`) pass when their questions pass and their turns name the same numbers
-and identifiers, in whatever order.
+(`conversation_clash`) pass when their questions pass, their turns name the same numbers
+and identifiers, in whatever order, and neither names a thing the other never mentions
+while the other names one of its own ("the Starter plan" / "the Business plan").
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from typing import Literal
 
 from cache.keys import TURN_SEP
 from cache.lexicon import DATE_WORDS, FUNCTION_WORDS
-from cache.question import Question, edits, is_word, read, stem
+from cache.question import Question, edits, entities, is_word, read, stem
 
-CheckReason = Literal["numbers", "units", "dates", "identifiers", "negation", "opposite",
-                      "swapped", "lookalike"]
+CheckReason = Literal["numbers", "units", "dates", "identifiers", "names", "negation",
+                      "opposite", "swapped", "lookalike"]
 UNITS = frozenset("""kg kilo kilos kilogram kilograms g gram grams mg lb lbs pound pounds oz ounce
     ounces km kilometre kilometres kilometer kilometers mile miles m metre metres meter meters cm
     centimetre centimetres mm inch inches ft foot feet yard yards l litre litres liter liters ml
@@ -185,7 +186,34 @@ def conversation_clash(cached: str, new: str) -> Clash | None:
     ids_a, ids_b = _identifiers(a), _identifiers(b)
     if _disjoint_sets(ids_a, ids_b):
         return Clash("identifiers", tuple(sorted(ids_a)), tuple(sorted(ids_b)))
+    names_a, names_b = _names(qa, ta), _names(qb, tb)
+    said_a, said_b = _said(cached, names_a), _said(new, names_b)
+    own_a = {n for n in names_a if not _parts(n) <= said_b}
+    own_b = {n for n in names_b if not _parts(n) <= said_a}
+    if own_a and own_b:
+        return Clash("names", tuple(sorted(own_a)), tuple(sorted(own_b)))
     return None
+
+
+def _names(question: str, turns: list[str]) -> set[str]:
+    """The names (`entities`: capitalised words not at a sentence start, acronyms) said in
+    the question or an earlier turn, each turn read without its "role: " label, days and
+    months left to the dates check. A name only one side says is small talk or a detail
+    the other left out; a name each side says and the other never does is another plan,
+    place or product: the answer may differ."""
+    texts = [question, *(turn.split(": ", 1)[-1] for turn in turns)]
+    return {name for text in texts for name in entities(text)
+            if not _parts(name) <= DATE_WORDS}
+
+
+def _parts(name: str) -> set[str]:
+    """A name's stems: "Flexible-Rate" counts as said where "flexible" and "rate" are."""
+    return {stem(part) for part in re.split(r"[-_/.]", name) if part}
+
+
+def _said(text: str, names: set[str]) -> set[str]:
+    """The stems a text says, as words or inside its names."""
+    return {stem(t) for t in read(text).tokens} | {p for name in names for p in _parts(name)}
 
 
 def any_clash(cached: str, new: str) -> Clash | None:

@@ -38,7 +38,7 @@ from cache.typos import mend_typos
 
 log = logging.getLogger("headstart.cache")
 Reason = Literal["same_text", "verified", "verifier", "no_verifier", "numbers", "units",
-                 "dates", "identifiers", "negation", "opposite", "swapped", "lookalike",
+                 "dates", "identifiers", "names", "negation", "opposite", "swapped", "lookalike",
                  "context", "guard_error"]
 _SHARED = object()
 

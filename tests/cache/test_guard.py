@@ -229,6 +229,20 @@ def conversation(question: str, *earlier: str) -> str:
      conversation("is it on time?", "user: I'm on BA171"), "identifiers"),
     (conversation("cancel it", "user: my plan"), conversation("don't cancel it", "user: my plan"),
      "negation"),
+    # another plan named on each side; a name only one side says (small talk, a detail left
+    # out) or one said in another form (plural, hyphenated, lower case) is no clash
+    (conversation("how many users can i add?", "user: we're on the Taskwell Starter plan"),
+     conversation("how many users can i add?", "user: we're on the Taskwell Business plan"),
+     "names"),
+    (conversation("does it have downloads?", "user: what's the cheapest Flixora plan?"),
+     conversation("does it have downloads?",
+                  "user: Morning! Back from Leeds. What's the cheapest Flixora plan?"), None),
+    (conversation("which fee applies?", "assistant: two ATMs charge, the Flexible-Rate card not",
+                  "user: I use Harbour cards"),
+     conversation("which fee applies?", "assistant: an atm charges, the flexible rate card not",
+                  "user: I use harbour cards"), None),
+    (conversation("is it open?", "user: the Leeds gym, Tuesday"),
+     conversation("is it open?", "user: the Leeds gym on Tuesdays"), None),
 ])
 def test_conversations_clash_on_facts_named_anywhere_in_any_order(cached, new, reason):
     found = conversation_clash(cached, new)
