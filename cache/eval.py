@@ -96,7 +96,7 @@ class EvalReport:
                 "true_hit_ci": wilson(self.true_hits, self.should_hit),
                 "false_hit_ci": wilson(self.false_hits, self.traps),
                 "by_category": self.by_category, "operating_points": self.operating_points,
-                "missed_by": self.missed_by}
+                "missed_by": self.missed_by, "false_hit_ids": self.false_hit_ids}
 
 
 class _TableEmbedder:
@@ -239,6 +239,8 @@ def format_table(report: EvalReport, title: str = "") -> str:
                  f"{report.should_hit}, 95% CI {lo:.1%}-{hi:.1%})   false-hit rate  "
                  f"{report.false_hit_rate:.1%} ({report.false_hits}/{report.traps}, "
                  f"95% CI {flo:.1%}-{fhi:.1%})")
+    if report.false_hit_ids:  # the pairs to read first: each is a wrong answer served
+        lines.append("false hits: " + ", ".join(report.false_hit_ids))
     if report.missed_by:
         lines.append("same-answer pairs missed, by reason: " + ", ".join(
             f"{why} {n}" for why, n in sorted(report.missed_by.items(), key=lambda x: -x[1])))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cache.eval import evaluate, is_held_out, load_pairs, wilson
+from cache.eval import evaluate, format_table, is_held_out, load_pairs, wilson
 from cache.settings import CacheSettings
 from gateway.eval_cache import main as eval_main
 
@@ -47,11 +47,22 @@ def test_cli_json_last_line_has_intervals_and_operating_points(capsys):
     summary = json.loads(out[-1])
     assert summary["pairs"] == 40 and set(summary) == {
         "pairs", "true_hit_rate", "false_hit_rate", "true_hit_ci", "false_hit_ci",
-        "by_category", "operating_points", "missed_by"}
+        "by_category", "operating_points", "missed_by", "false_hit_ids"}
     assert summary["by_category"]["negation"]["pairs"] == 10
     names = [p["name"] for p in summary["operating_points"]]
     assert "route" in names and "false<=1.0%" in names
     assert any(line.startswith("operating point") for line in out)
+
+
+async def test_wrong_hits_are_named_in_the_report():
+    """The pairs to read first are the wrong answers served: their ids are listed."""
+    def trap(i, a, b):
+        return {"id": f"w{i}", "a": a, "b": b, "same_answer": False}
+    pairs = [trap(1, "How do I reset my password?", "um how do i reset my password"),  # served
+             trap(2, "How do I lock my card?", "How do I unlock my card?")]  # opposite
+    report = await evaluate(pairs, S)
+    assert report.false_hit_ids == ["w1"] and report.summary()["false_hit_ids"] == ["w1"]
+    assert "false hits: w1" in format_table(report).splitlines()
 
 
 async def test_missed_same_answer_pairs_are_counted_by_reason():
