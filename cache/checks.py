@@ -174,7 +174,8 @@ def conversation_clash(cached: str, new: str) -> Clash | None:
     """`clash` for two verify texts of `semantic` context (the question, then the earlier
     turns): the questions' checks, then the numbers (by value) and identifiers named
     anywhere in the turns, as sets: a clash when neither side's set holds the other's (a
-    user who rewords moves facts between sentences, and small talk may add one)."""
+    user who rewords moves facts between sentences, and small talk may add one); then the
+    names (`_names`): a clash when each side names one the other never says."""
     (qa, *ta), (qb, *tb) = cached.split(TURN_SEP), new.split(TURN_SEP)
     if (found := clash(qa, qb)) is not None:
         return found
