@@ -188,7 +188,7 @@ def conversation_clash(cached: str, new: str) -> Clash | None:
     if _disjoint_sets(ids_a, ids_b):
         return Clash("identifiers", tuple(sorted(ids_a)), tuple(sorted(ids_b)))
     names_a, names_b = _names(qa, ta), _names(qb, tb)
-    said_a, said_b = _said(cached, names_a), _said(new, names_b)
+    said_a, said_b = _said((read(qa), a), names_a), _said((read(qb), b), names_b)
     own_a = {n for n in names_a if not _parts(n) <= said_b}
     own_b = {n for n in names_b if not _parts(n) <= said_a}
     if own_a and own_b:
@@ -212,9 +212,10 @@ def _parts(name: str) -> set[str]:
     return {stem(part) for part in re.split(r"[-_/.]", name) if part}
 
 
-def _said(text: str, names: set[str]) -> set[str]:
-    """The stems a text says, as words or inside its names."""
-    return {stem(t) for t in read(text).tokens} | {p for name in names for p in _parts(name)}
+def _said(read_as: tuple[Question, ...], names: set[str]) -> set[str]:
+    """The stems a conversation says (its question and its turns, as already read), as
+    words or inside its names."""
+    return {stem(t) for q in read_as for t in q.tokens} | {p for n in names for p in _parts(n)}
 
 
 def any_clash(cached: str, new: str) -> Clash | None:

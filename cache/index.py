@@ -209,7 +209,9 @@ class VectorIndex:
                 shared.update(ids)
         need = at_least * len(words)  # with n shared of its k >= n words, n / (len + k - n)
         best, best_overlap = None, at_least  # reaches at_least only when n >= need
-        for ident, n in [(i, n) for i, n in shared.items() if n >= need]:
+        for ident, n in shared.items():
+            if n < need:
+                continue
             entry = self._entries[ident]
             overlap = n / (len(words) + entry.words - n)
             if overlap >= best_overlap and entry.partition == partition:
