@@ -72,6 +72,14 @@ def threshold_at(score: np.ndarray, same: np.ndarray, max_false: float,
     return float(traps[allowed]) + 1e-4 if allowed < len(traps) else 0.0
 
 
+def true_hits_at(score: np.ndarray, same: np.ndarray, max_false: float) -> float:
+    """The share of same-answer pairs served at the lowest threshold that serves at most
+    `max_false` of the near misses (all pairs read by the model): two runs' scores on the
+    same pairs compare at one false-hit rate whatever their scales."""
+    bar = threshold_at(score, same, max_false)
+    return float((score[same] >= bar).mean()) if same.any() else 0.0
+
+
 def rates(served: np.ndarray, same: np.ndarray) -> dict:
     th, fh = int((served & same).sum()), int((served & ~same).sum())
     return {"true_hits": f"{th}/{int(same.sum())}", "true_hit_ci": wilson(th, int(same.sum())),

@@ -58,3 +58,27 @@ def test_the_shipped_thresholds_are_the_ones_the_kept_scores_give():
     assert report["operating_points"] == shipped["operating_points"]
     served, near_misses = map(int, report["cv_questions"]["false_hits"].split("/"))
     assert served <= 0.01 * near_misses
+
+
+def test_two_runs_compare_at_one_false_hit_rate_whatever_their_scales():
+    same = np.array([True, True, True, True, False, False, False, False])
+    sharp = np.array([0.99, 0.98, 0.6, 0.2, 0.97, 0.1, 0.1, 0.1])
+    flat = sharp * 0.5  # the same order on another scale: the same rates
+    for score in (sharp, flat):
+        assert threshold.true_hits_at(score, same, 0.25) == 1.0  # one near miss may pass
+        assert threshold.true_hits_at(score, same, 0.0) == 0.5  # over 0.97: two of four
+    assert threshold.true_hits_at(np.array([0.1, 0.9]), np.array([True, False]), 0.0) == 0.0
+
+
+def test_a_fold_report_compares_question_and_conversation_pairs_the_model_reads():
+    from cache.training.train import fold_report
+
+    pairs = [{"a": "How do I lock my card?", "b": "Where can I freeze my card?",
+              "same_answer": True},
+             {"a": "How do I lock my card?", "b": "How do I order a new card?",
+              "same_answer": False},
+             {"a": "How do I lock my card?", "b": "How do I unlock my card?",
+              "same_answer": False}]  # rejected before the model: not counted
+    report = fold_report(pairs, np.array([0.9, 0.5, 0.99]), np.array([0.4, 0.5, 0.99]))
+    assert report["questions true hits at 1% false"] == {"tried": 1.0, "shipped": 0.0}
+    assert report["conversations true hits at 2% false"] == {"tried": 0.0, "shipped": 0.0}
