@@ -221,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
                     "its true-hit rates at 1%% and 2%% false hits beside the shipped run's "
                     "kept scores; nothing is written")
     args = ap.parse_args(argv)
+    if args.fold is not None and not 0 <= args.fold < args.folds:
+        ap.error(f"--fold must be one of 0..{args.folds - 1}")
     t0 = time.time()
     pairs = training_pairs()
     fold = np.array([fold_of(p["group"], args.folds) for p in pairs])
