@@ -8,11 +8,16 @@ RUN apt-get update && apt-get install -y --no-install-recommends make curl g++ \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml Makefile README.md ./
+COPY openai_api openai_api
+COPY cpu_kernels cpu_kernels
 COPY engine engine
 COPY gateway gateway
 COPY cache cache
 COPY prompts prompts
 COPY bench bench
+# `headstart bench --soak` starts servers with the tests' process helpers
+COPY tests/__init__.py tests/
+COPY tests/support tests/support
 COPY deploy deploy
 RUN make install
 ENV PATH=/app/.venv/bin:$PATH

@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TEST_STAMP := $(VENV)/.installed-test-stamp
 KERNEL_STAMP := $(VENV)/.kernel-stamp
-KERNEL_SRC := $(wildcard engine/kernels/*.cpp engine/kernels/*.h) engine/kernels/build.py
+KERNEL_SRC := $(wildcard cpu_kernels/*.cpp cpu_kernels/*.h) cpu_kernels/build.py
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
@@ -30,10 +30,10 @@ $(TEST_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(TEST_STAMP)
 
-# The engine's CPU kernels (engine/kernels/build.py): compiled and tried once here; where
+# The engine's CPU kernels (cpu_kernels/build.py): compiled and tried once here; where
 # that fails the engine uses torch's own kernels.
 $(KERNEL_STAMP): $(STAMP) $(KERNEL_SRC)
-	$(BIN)/python -m engine.kernels.build
+	$(BIN)/python -m cpu_kernels.build
 	touch $(KERNEL_STAMP)
 
 install: $(STAMP) $(KERNEL_STAMP)
@@ -41,13 +41,13 @@ install: $(STAMP) $(KERNEL_STAMP)
 install-test: $(TEST_STAMP) $(KERNEL_STAMP)
 
 # Benchmark baselines (optional): llama.cpp's `llama-server`, built from the llama.cpp sources
-# inside llama-cpp-python's source distribution (bench/build_llama_server.sh, a few minutes),
+# inside llama-cpp-python's source distribution (bench/engine/build_llama_server.sh, a few minutes),
 # and LiteLLM's proxy in a venv of its own (its pins clash with the project's).
 LITELLM_VENV := .venv-litellm
 install-bench: install-test $(BIN)/llama-server $(LITELLM_VENV)/bin/litellm
 
-$(BIN)/llama-server: bench/build_llama_server.sh | $(STAMP)
-	bench/build_llama_server.sh $@ $(BIN)/python
+$(BIN)/llama-server: bench/engine/build_llama_server.sh | $(STAMP)
+	bench/engine/build_llama_server.sh $@ $(BIN)/python
 
 $(LITELLM_VENV)/bin/litellm:
 	$(PY) -m venv $(LITELLM_VENV)
@@ -65,7 +65,7 @@ lint: install-test
 # One torch thread per process in tests: the suite runs the engine in several processes at
 # once on a small machine, and oversubscribed threads slow every step many times over.
 # Then the engine and gateway tests again on the kernel path one step below this CPU's
-# (engine/kernels/lower_path.py): AMX masked on an AMX CPU, torch's own kernels on an
+# (cpu_kernels/lower_path.py): AMX masked on an AMX CPU, torch's own kernels on an
 # AVX-512 one, so what a machine with fewer CPU features runs is tested too (not when ARGS
 # picks tests).
 LOWER_PATH_TESTS := tests/engine tests/gateway/test_chat.py tests/gateway/test_completions.py \
@@ -75,7 +75,7 @@ test: install-test lint
 	$(if $(ARGS),,$(MAKE) --no-print-directory test-lower-path)
 
 test-lower-path: install-test
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m engine.kernels.lower_path \
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m cpu_kernels.lower_path \
 	  $(BIN)/pytest -q -p no:cacheprovider $(LOWER_PATH_TESTS)
 
 test-slow: install-test
@@ -85,7 +85,7 @@ bench: install-bench
 	$(BIN)/python -m bench.compare $(ARGS)
 
 bench-engine: install-bench
-	$(BIN)/python -m bench.engine_bench $(ARGS)
+	$(BIN)/python -m bench.engine.engine_bench $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(LITELLM_VENV) .pytest_cache .ruff_cache

@@ -25,7 +25,7 @@ import numpy as np
 from cache.keys import TURN_SEP
 from cache.question import form_key, key_words
 
-APPROX_AFTER = 20_000  # measured in bench/cache_bench.py: flat search passes ~1 ms near here
+APPROX_AFTER = 20_000  # measured in bench/cache/cache_bench.py: flat search passes ~1 ms near here
 COMMON = 2_000  # a key word filed for more entries of a partition than this is not counted:
 # it tells little, and counting it would cost a lexical search about a millisecond
 

@@ -6,7 +6,7 @@ can run frozen lower layers once and train the top ones on their output, and so 
 inference can hold its linear layers prepacked for oneDNN in bfloat16 (`for_inference`):
 one 12-token sentence then encodes in about 4.7 ms on one AVX-512 thread, against 12.7 ms
 for the traced float32 transformers model (cosine 0.99996 between the two vectors).
-Where the engine multiplies in int8 (AVX-512 VNNI without AMX: `engine.weights.int8_wanted`),
+Where the engine multiplies in int8 (AVX-512 VNNI without AMX: `cpu_kernels.int8_wanted`),
 the linears run on its int8 kernel instead, x quantised per token and each weight row with
 its own scale: a pair of 26-token rows reads in 6.5 ms instead of 9.0 in bfloat16.
 """
@@ -156,7 +156,7 @@ class Int8Linear(nn.Module):
 
     def __init__(self, linear: nn.Linear, kernels: ModuleType) -> None:
         super().__init__()
-        from engine.weights.int8 import PackedW8A8
+        from cpu_kernels import PackedW8A8
 
         self.packed = PackedW8A8.from_dense(linear.weight.detach().float(), kernels)
         self.bias = None if linear.bias is None else linear.bias.detach().to(torch.bfloat16)
@@ -171,8 +171,7 @@ def int8_kernels(int8: bool | None = None) -> ModuleType | None:
     the engine's own choice for this CPU), or None."""
     if int8 is False:
         return None
-    from engine.kernels.build import kernels
-    from engine.weights import int8_wanted
+    from cpu_kernels import int8_wanted, kernels
 
     return kernels() if int8_wanted(int8) else None
 

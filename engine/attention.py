@@ -7,7 +7,7 @@ gathers through its block table. Steps of at most SMALL_STEP_TOKENS new tokens g
 it is built, to the compiled kernel that reads the cache in place, one query per token.
 Otherwise decodes (q_len == 1) are gathered into one padded batch and run as a single SDPA
 call (K and V in one gather), and prefill chunks run one call per sequence: the compiled
-flash-style kernel over the paged cache where it is built (engine/kernels/
+flash-style kernel over the paged cache where it is built (cpu_kernels/
 prefill_attention.cpp: no gathered context, no mask), else SDPA.
 """
 
@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from engine.kernels.build import kernels
+from cpu_kernels import kernels
 
 
 @dataclass
@@ -90,7 +90,7 @@ class DecodeBatch:
 
 
 # Steps of at most this many new tokens attend token by token with the compiled kernel
-# (engine/kernels/decode_attention.cpp): each token is one query over its own context (its
+# (cpu_kernels/decode_attention.cpp): each token is one query over its own context (its
 # position + 1) through its sequence's block table, so short prefill chunks ride along.
 SMALL_STEP_TOKENS = 16
 
@@ -217,7 +217,7 @@ def paged_attention(q: Tensor, k: Tensor, v: Tensor, layer_cache: Tensor,
 
 def _kernel_prefills(q: Tensor, k: Tensor, v: Tensor, layer_cache: Tensor, plan: AttentionPlan,
                      scale: float) -> Tensor:
-    """Each prefill chunk through engine/kernels/prefill_attention.cpp (which writes its
+    """Each prefill chunk through cpu_kernels/prefill_attention.cpp (which writes its
     K/V); rows of other tokens are left for the caller."""
     ops = kernels()
     if len(plan.prefills) == 1 and plan.prefills[0].end - plan.prefills[0].start == q.shape[0]:

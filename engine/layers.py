@@ -11,12 +11,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from engine.kernels.build import kernels
+from cpu_kernels import kernels
 from engine.onednn_weight import packed_linear_weight
 
 
 def fused_ops(x: Tensor) -> ModuleType | None:
-    """The engine's compiled kernels (engine/kernels/) when they serve `x` (bf16 on the CPU)."""
+    """The engine's compiled kernels (cpu_kernels/) when they serve `x` (bf16 on the CPU)."""
     if x.dtype != torch.bfloat16 or x.device.type != "cpu":
         return None
     return kernels()
@@ -26,7 +26,7 @@ class RMSNorm(nn.Module):
     """Root-mean-square norm, accumulated in float32 for bf16 input.
 
     On the CPU, torch's rms_norm is ~9 small ops. bf16 rows go to the compiled kernel
-    (engine/kernels/decode_ops.cpp, which also folds in the residual add) where it is built;
+    (cpu_kernels/decode_ops.cpp, which also folds in the residual add) where it is built;
     otherwise to the fused LayerNorm kernel: [x, -x] has zero mean and variance mean(x^2),
     so its LayerNorm is x's RMSNorm (measured bit-identical up to 64 rows, 1 bf16 ulp at
     2,048).

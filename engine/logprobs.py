@@ -11,8 +11,8 @@ its `bytes`.
 from __future__ import annotations
 
 from engine.outputs import TokenLogprobs
-from engine.protocol import ChoiceLogprobs, CompletionLogprobs, TokenLogprob, TopLogprob
 from engine.tokenizer import Tokenizer
+from openai_api import ChoiceLogprobs, CompletionLogprobs, TokenLogprob, TopLogprob
 
 
 def render(tokenizer: Tokenizer, token_id: int, logprob: float,

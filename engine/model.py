@@ -130,7 +130,7 @@ class LlamaModel(nn.Module):
     def _small_step_in_one_call(self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: Tensor,
                                 plan: AttentionPlan) -> Tensor | None:
         """A step of few new tokens (decodes, short prefill chunks) through
-        engine/kernels/decode_layers.cpp: the same kernels as the loop above, without the
+        cpu_kernels/decode_layers.cpp: the same kernels as the loop above, without the
         interpreter between them; None where it does not apply."""
         tokens = plan.tokens
         if not self.one_call_decode or tokens is None:

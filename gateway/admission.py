@@ -22,12 +22,14 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from engine.protocol import APIError
-from engine.sampling_params import SamplingParams
 from gateway.config import GatewayConfig
 from gateway.context import RequestContext
+from openai_api import APIError
+
+if TYPE_CHECKING:
+    from engine import AsyncEngine
 
 T = TypeVar("T")
 log = logging.getLogger("headstart.gateway")
@@ -71,7 +73,7 @@ class UpstreamLoad:
 class Admission:
     """Per-upstream load and the shedding decision; `on_shed(route, reason)` counts."""
 
-    def __init__(self, config: GatewayConfig, engine: Any,
+    def __init__(self, config: GatewayConfig, engine: AsyncEngine | None,
                  on_shed: Callable[[str, str], None]) -> None:
         self.config = config
         self.engine = engine
@@ -111,13 +113,8 @@ class Admission:
                                                         self.config.routes)
         if not limited or self.engine is None:
             return
-        room = self.engine.max_model_len // 2
-        ids = self.engine.tokenizer.encode("The warm-up reads a prompt and writes a few "
-                                           "tokens. " * 12)[:min(128, room)]
-        params = SamplingParams(max_tokens=min(8, room), temperature=0, ignore_eos=True)
         try:
-            async for _ in self.engine.generate(ids, params, request_id="admission-warm-up"):
-                pass
+            await self.engine.warm_up()
         except Exception as e:  # noqa: BLE001 - without it, priors stand in; still serve
             log.warning("admission: the engine's warm-up failed (%s); estimating from priors "
                         "until it has run", e)

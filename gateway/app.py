@@ -3,8 +3,8 @@
 The lifespan loads the in-process engine when an upstream is `kind: engine` (in a worker
 thread: loading weights takes seconds), opens the upstreams, creates the cache and transform
 stages, and closes all of it at shutdown. Everything lives on `app.state`: `config`,
-`routes`, `auth`, `metrics`, `engine`, `upstreams`, `cache`, `transforms`, `pipeline`,
-`engine_metrics` (the in-process engine's own series) and `dashboard` (its data feed);
+`routes`, `auth`, `metrics`, `engine` (the in-process `AsyncEngine`, or None), `upstreams`,
+`cache`, `transforms`, `pipeline` and `dashboard` (its data feed);
 routers take them as typed dependencies (`gateway/deps.py`). The generation endpoints are
 served in front of FastAPI (`GatewayApp`), the rest by it; they get the parts they use as
 `app.generation` (`GenerationDeps`).
@@ -16,15 +16,15 @@ import asyncio
 import gc
 import logging
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Executor
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.metrics import EngineMetrics
+from engine import AsyncEngine, EngineConfig, OpenAIEngine
 from gateway.admission import Admission
 from gateway.auth import Authenticator
 from gateway.cache_stage import CacheStage
@@ -33,7 +33,6 @@ from gateway.config import default_config as embedded_default
 from gateway.cors import CorsPolicy
 from gateway.dashboard.data import DashboardFeed
 from gateway.deps import pick_request_id
-from gateway.errors import install_error_handlers
 from gateway.generation import GenerationDeps, match, serve_generation
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Pipeline
@@ -42,14 +41,13 @@ from gateway.routers import admin, dashboard, embeddings, health, models, ws
 from gateway.routing import RouteTable
 from gateway.transform_stage import TransformStage
 from gateway.upstreams import build_upstreams
+from openai_api.handlers import install_error_handlers
 
 log = logging.getLogger("headstart.gateway")
 
 
-def load_engine(up: UpstreamConfig) -> Any:
+def load_engine(up: UpstreamConfig) -> AsyncEngine:
     """The bundled engine for a `kind: engine` upstream (blocking: loads the weights)."""
-    from engine import AsyncEngine, EngineConfig
-
     try:
         engine_config = EngineConfig(model=up.path, model_name=up.model or DEFAULT_MODEL_NAME,
                                      **up.engine)
@@ -58,10 +56,10 @@ def load_engine(up: UpstreamConfig) -> Any:
     return AsyncEngine(engine_config)
 
 
-_STEP_THREADS: list[Any] = []  # the live in-process engines' executors, newest last
+_STEP_THREADS: list[Executor] = []  # the live in-process engines' executors, newest last
 
 
-def share_step_thread(engine: Any) -> Callable[[], None]:
+def share_step_thread(engine: AsyncEngine | None) -> Callable[[], None]:
     """With the bundled engine on this CPU, the shared embedder encodes on the engine's step
     thread, between steps (engine/step_executor.py): run beside a step instead, it takes cores
     from the step's threads mid-op and slows every running stream. Returns the undo, which
@@ -87,10 +85,10 @@ async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
     config: GatewayConfig = state.config
     engine_up = config.engine_upstream()
     state.engine = await asyncio.to_thread(load_engine, engine_up) if engine_up else None
-    state.engine_metrics = EngineMetrics(state.engine) if state.engine is not None else None
-    if state.engine_metrics is not None:  # the engine's own series on the gateway's /metrics
-        state.metrics.watch_engine(state.engine_metrics.registry)
-    state.upstreams = build_upstreams(config, state.engine, state.engine_metrics)
+    served = OpenAIEngine(state.engine) if state.engine is not None else None
+    if served is not None:  # the engine's own series on the gateway's /metrics
+        state.metrics.watch_engine(served.metrics.registry)
+    state.upstreams = build_upstreams(config, served)
     for upstream in state.upstreams.values():
         await upstream.start()
         if (collector := upstream.collector()) is not None:
@@ -103,6 +101,7 @@ async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
     state.pipeline.admission = Admission(config, state.engine, state.metrics.count_shed)
     await state.pipeline.admission.warm_up()
     unshare = share_step_thread(state.engine)
+    history = state.dashboard.sampler.start()  # the page's last 15 minutes, a sample a second
     # the startup heap (torch, weights, config) leaves the collector's scans: a full
     # collection over it takes tens of ms, a latency spike for whichever request waits
     gc.collect()
@@ -112,6 +111,7 @@ async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
     finally:
         gc.unfreeze()  # a frozen heap is never collected: a stopped app (tests start many in
         # one process) would keep its engine's memory for the life of the process
+        history.cancel()
         unshare()
         for upstream in state.upstreams.values():
             await upstream.aclose()

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from fastapi import Request
 from starlette.requests import HTTPConnection
 
-from engine.protocol import APIError
 from gateway.config import AuthConfig, RateLimits
+from openai_api import APIError
 
 ENV_KEYS = "HEADSTART_API_KEYS"
 

@@ -17,8 +17,8 @@ import json
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from engine.protocol import APIError
 from gateway.config import LimitsConfig
+from openai_api import APIError
 
 
 class BoundedHttpProtocol(HttpToolsProtocol):

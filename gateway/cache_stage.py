@@ -18,8 +18,8 @@ import numpy as np
 from cache.keys import CacheRequest
 from cache.response_cache import ResponseCache
 from cache.settings import CacheSettings
-from engine.protocol import ChatCompletionRequest, CompletionRequest
 from gateway.context import Answer, RequestContext
+from openai_api import ChatCompletionRequest, CompletionRequest
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig, RouteConfig

@@ -1,7 +1,7 @@
 """The `headstart` command: `serve`, `engine`, `bench`, `eval-cache`.
 
     headstart serve  [--config FILE] [--host H] [--port P] [--workers N]
-    headstart engine [--model PATH] [--host H] [--port P] ...   (engine.server)
+    headstart engine [--model PATH] [--host H] [--port P] ...   (engine.serving.server)
     headstart bench  ...                                         (bench.cli)
     headstart eval-cache --pairs FILE [--config FILE] [--route NAME] [--json]
 
@@ -11,8 +11,10 @@ Nothing downloads at run time: offline defaults are set before heavy imports.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -83,6 +85,27 @@ def app_from_env():  # noqa: ANN201 - uvicorn's factory for `--workers`, one cal
     return create_app(load_config(os.environ.get(CONFIG_ENV) or None))
 
 
+# A checkout: gateway/ beside bench/ and tests/, as an editable install leaves it
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def bench(argv: list[str]) -> int:
+    """`headstart bench`: the load generator in bench/, a development tree that does not ship
+    in the package (product code never imports it). Loaded only here, from the checkout
+    this gateway runs from."""
+    if (CHECKOUT / "bench" / "cli.py").is_file() and str(CHECKOUT) not in sys.path:
+        sys.path.insert(0, str(CHECKOUT))
+    try:
+        bench_cli = importlib.import_module("bench.cli")
+    except ModuleNotFoundError as exc:
+        if exc.name != "bench":
+            raise
+        print("headstart bench: needs a checkout of the Headstart repository (bench/ does "
+              "not ship in the package): clone it and run `make install` there", file=sys.stderr)
+        return 2
+    return bench_cli.main(argv) or 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -92,13 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     if command == "serve":
         return serve(rest)
     if command == "engine":
-        from engine.server import main as engine_main
+        from engine import serve_engine
 
-        return engine_main(rest) or 0
+        return serve_engine(rest) or 0
     if command == "bench":
-        from bench.cli import main as bench_main
-
-        return bench_main(rest) or 0
+        return bench(rest)
     if command == "eval-cache":
         from gateway.eval_cache import main as eval_main
 

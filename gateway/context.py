@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from engine.protocol import ChatCompletionRequest, CompletionRequest, ToolCall, Usage
+from openai_api import ChatCompletionRequest, CompletionRequest, Kind, ToolCall, Usage
+from openai_api.assemble import Assembler
 
 if TYPE_CHECKING:
     from gateway.config import RouteConfig
@@ -83,12 +84,23 @@ class _Timer:
 class Answer:
     """A completed answer: what the caches store and replay (never an error or abort)."""
 
-    kind: Literal["chat", "completion"]
+    kind: Kind
     model: str
     content: str
     finish_reason: str
     tool_calls: list[ToolCall] | None = None
     usage: Usage = field(default_factory=Usage)
+
+    @classmethod
+    def folded(cls, assembler: Assembler) -> Answer | None:
+        """The finished answer `assembler` folded, or None if it ended without a finish
+        reason or carried several choices (the caches keep one)."""
+        choice = assembler.only_choice()
+        if choice is None:
+            return None
+        return cls(kind=assembler.kind, model=assembler.model, content=choice.content,
+                   finish_reason=choice.finish_reason, tool_calls=choice.tool_calls,
+                   usage=assembler.usage or Usage())
 
     def cacheable(self) -> bool:
         return self.finish_reason in ("stop", "tool_calls")
@@ -122,7 +134,7 @@ class RequestContext:
     """One request's state through the pipeline."""
 
     request_id: str
-    kind: Literal["chat", "completion"]
+    kind: Kind
     body: ChatCompletionRequest | CompletionRequest  # as the client sent it (cache keys use this)
     route: RouteConfig
     client_json: bytes | None = None  # `body`'s JSON as it came over HTTP (None: made here)

@@ -15,29 +15,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, Literal
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope, Send
 
-from engine.protocol import APIError, ChatCompletionRequest, CompletionRequest
 from gateway.auth import Authenticator
 from gateway.coalesced_send import CoalescedSend
 from gateway.cors import CorsPolicy
-from gateway.deps import build_context, header_map, parse_model, pick_request_id, receive_body
+from gateway.deps import build_context, header_map, pick_request_id
 from gateway.pipeline import Pipeline
 from gateway.rate_limit import RateLimiter
 from gateway.responses import ClientWatch, send_json, write_answer
 from gateway.routing import RouteTable
+from openai_api import ENDPOINTS, APIError, parse_model, receive_body
 
 log = logging.getLogger("headstart.gateway")
-
-Kind = Literal["chat", "completion"]
-ENDPOINTS: dict[str, tuple[Kind, type[Any]]] = {
-    "chat/completions": ("chat", ChatCompletionRequest),
-    "completions": ("completion", CompletionRequest),
-}
-
 
 class GenerationDeps:
     """What the generation endpoints use of the gateway: made by `create_app`, the
@@ -73,7 +65,7 @@ async def serve_generation(deps: GenerationDeps, scope: Scope, receive: Receive,
                            endpoint: str, route_name: str | None) -> None:
     """Answer one request on a generation endpoint; never raises for the request's own
     failures (they become error responses), only for the server's shutdown."""
-    kind, model = ENDPOINTS[endpoint]
+    kind, model = ENDPOINTS[endpoint].kind, ENDPOINTS[endpoint].request
     request = Request(scope, receive)
     headers = header_map(scope)
     request_id = pick_request_id(headers.get("x-request-id"))

@@ -170,7 +170,7 @@ class GatewayMetrics:
         self.rate_limit_store_errors.labels().inc()
 
     def watch_engine(self, registry: CollectorRegistry, upstream: str | None = None) -> None:
-        """Export an in-process engine's own series (`engine.metrics.EngineMetrics.registry`,
+        """Export an in-process engine's own series (`engine.serving.metrics.EngineMetrics.registry`,
         the names `headstart engine` serves) with the gateway's; `upstream` labels them when
         the gateway runs more than one engine."""
         if self._engines is None:

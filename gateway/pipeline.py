@@ -24,18 +24,18 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
 
-from engine.protocol import APIError, ChatCompletion, ChatCompletionChunk, Completion, Usage
 from gateway.admission import Admission
-from gateway.assemble import Assembler
 from gateway.cache_stage import CacheStage
 from gateway.config import RouteConfig
-from gateway.context import RequestContext, ServerTiming
+from gateway.context import Answer, RequestContext, ServerTiming
 from gateway.metrics import GatewayMetrics
 from gateway.replay import replay
 from gateway.sse import drop_wire
 from gateway.transform_stage import TransformStage
 from gateway.upstream_timeout import UpstreamTimeout
 from gateway.upstreams import Upstream
+from openai_api import APIError, ChatCompletion, ChatCompletionChunk, Completion, Usage
+from openai_api.assemble import Assembler
 
 log = logging.getLogger("headstart.gateway")
 
@@ -198,7 +198,7 @@ class Pipeline:
     async def _store(self, ctx: RequestContext, assembler: Assembler) -> None:
         """Store the assembled answer unless it must not be kept; a cache failure never
         fails a request."""
-        answer = assembler.answer()
+        answer = Answer.folded(assembler)
         if answer is None or not answer.cacheable() or ctx.cache_control.no_store:
             return
         try:

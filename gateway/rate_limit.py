@@ -21,13 +21,13 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from engine.protocol import APIError, ChatCompletionRequest, CompletionRequest
 from gateway.auth import Caller
 from gateway.config import GatewayConfig
 from gateway.context import RequestContext
 from gateway.metrics import GatewayMetrics
 from gateway.rate_buckets import PERIOD_S, Bucket, Buckets, Kind, Level, MemoryBuckets, RedisBuckets
 from gateway.token_estimate import estimate_prompt_tokens
+from openai_api import APIError, ChatCompletionRequest, CompletionRequest
 
 log = logging.getLogger("headstart.gateway")
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Iterator
 
-from engine.protocol import (
+from gateway.context import Answer
+from openai_api import (
     ChatCompletionChunk,
     ChunkChoice,
     Completion,
@@ -15,7 +16,6 @@ from engine.protocol import (
     new_id,
     now,
 )
-from gateway.context import Answer
 
 PIECE_CHARS = 24  # roughly what a few tokens of a live stream carry
 _WORDS = re.compile(r"\S+\s*|\s+")

@@ -22,12 +22,12 @@ from typing import Any
 
 from starlette.types import Receive
 
-from engine.protocol import APIError
-from gateway.assemble import Assembler
 from gateway.coalesced_send import CoalescedSend
 from gateway.context import RequestContext
 from gateway.pipeline import Chunk, Pipeline, unfinished
 from gateway.sse import write_sse
+from openai_api import APIError
+from openai_api.assemble import Assembler
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),

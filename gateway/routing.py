@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from engine.protocol import APIError
 from gateway.config import GatewayConfig, RouteConfig
+from openai_api import APIError
 
 _GLOB_CHARS = set("*?[")
 

@@ -16,7 +16,7 @@ from contextlib import aclosing
 
 from pydantic import BaseModel
 
-from engine.protocol import APIError, ChatCompletionChunk, Completion
+from openai_api import APIError, ChatCompletionChunk, Completion
 
 log = logging.getLogger("headstart.gateway")
 

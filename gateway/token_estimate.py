@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from engine.protocol import ChatCompletionRequest, CompletionRequest
+from openai_api import ChatCompletionRequest, CompletionRequest
 
 
 def estimate_prompt_tokens(body: ChatCompletionRequest | CompletionRequest) -> int:

@@ -20,8 +20,9 @@ from collections.abc import AsyncIterator, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.openai_adapter import message_dict
-from engine.protocol import (
+from engine import EngineModelScorer
+from gateway.context import RequestContext
+from openai_api import (
     APIError,
     ChatCompletionChunk,
     ChatCompletionRequest,
@@ -33,8 +34,6 @@ from engine.protocol import (
     Usage,
     new_id,
 )
-from engine.token_scorer import EngineModelScorer
-from gateway.context import RequestContext
 from prompts import decompose as dec
 from prompts.compress import Compressor, CompressSettings, CostModel, SeenTexts
 from prompts.interfaces import Message, TokenCounter
@@ -126,7 +125,7 @@ class TransformStage:
                            ) -> AsyncIterator[Any]:
         route, request = ctx.route, ctx.body
         assert isinstance(request, ChatCompletionRequest)
-        original = [message_dict(m) for m in request.messages]
+        original = [m.template_dict() for m in request.messages]
         messages = original
         counter = self.counter(route)
         if route.window.max_input_tokens:

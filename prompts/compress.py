@@ -27,7 +27,7 @@ from prompts.select import select_passages
 
 MIN_MESSAGE_TOKENS = 200  # shorter messages are left alone
 # seconds per 1,000 input tokens, measured on the 2-core CPU this project is built on
-# (bench/transforms_bench.py); refined at run time by `CostModel.update`
+# (bench/experiments/transforms_bench.py); refined at run time by `CostModel.update`
 DEFAULT_COST_PER_KTOK = {"lossless": 0.006, "select": 0.011, "select+embed": 0.93,
                          "prune": 10.7}
 

@@ -11,7 +11,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from bench.processes import RedisProcess  # noqa: E402
+from tests.support.processes import RedisProcess  # noqa: E402
 
 
 @pytest.fixture(scope="session")

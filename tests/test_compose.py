@@ -8,8 +8,8 @@ import subprocess
 import pytest
 import yaml
 
-from bench.processes import REPO
 from gateway.config import load_config
+from tests.support.processes import REPO
 
 
 def test_compose_file_validates_with_docker_compose() -> None:

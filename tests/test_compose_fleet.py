@@ -9,8 +9,8 @@ import subprocess
 import pytest
 import yaml
 
-from bench.processes import REPO
 from gateway.config import load_config
+from tests.support.processes import REPO
 
 COMPOSE = "deploy/docker-compose.fleet.yml"
 

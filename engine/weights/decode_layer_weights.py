@@ -1,4 +1,4 @@
-"""The flat list of per-layer tensors that engine/kernels/decode_layers.cpp walks.
+"""The flat list of per-layer tensors that cpu_kernels/decode_layers.cpp walks.
 
 The kernel runs every layer of a decode step in one call; it takes each layer's norms, the
 optional qkv bias and, for each of the four linears, the torch-int4 copy (for 1-2 rows)
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from cpu_kernels.amx_blocks import AmxQ4
+from cpu_kernels.quant_blocks import PackedInt4
 from engine.model import LINEARS, LlamaModel
-from engine.weights.amx_blocks import AmxQ4
-from engine.weights.packed import PackedInt4
 
 
 @dataclass

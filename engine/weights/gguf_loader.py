@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from cpu_kernels.quant_blocks import Q4Blocks, Q8Blocks, unpack_q4, unpack_q8
 from engine.errors import ModelLoadError
 from engine.model_config import ModelConfig
-from engine.weights.packed import Q4Blocks, Q8Blocks, unpack_q4, unpack_q8
 
 SUPPORTED_ARCHITECTURES = {"llama", "mistral", "qwen2"}
 PERMUTED_QK_ARCHITECTURES = {"llama", "mistral"}

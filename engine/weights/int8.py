@@ -1,5 +1,5 @@
 """int8 copies of the weights for steps of many rows (prefill chunks, decode batches) on
-CPUs whose compiled kernels include engine/kernels/int8_linear.cpp.
+CPUs whose compiled kernels include cpu_kernels/int8_linear.cpp.
 
 Each output channel keeps one float scale (max |w| / 127) and every row of x is quantised
 on the fly with its own (per-token) scale, so a matmul runs on int8 products: twice bf16's
@@ -7,7 +7,7 @@ rate with AVX-512 VNNI. A few input channels carry outliers that crush the other
 resolution under per-token scales. SmoothQuant (Xiao et al., 2023) moves them into the
 weights: each input channel j is divided by s_j = sqrt(max|x_j| / max|W_j|) in x and
 multiplied by it in W, with max|x_j| measured once at load on a short built-in text
-(`CALIBRATION_TEXT`). Simulated on the fixed English text of bench/int8_quality.py,
+(`CALIBRATION_TEXT`). Simulated on the fixed English text of bench/engine/int8_quality.py,
 quantising the activations alone costs +4.1% perplexity without smoothing and +1.4% with
 it, the smoothed weights alone +1.1%: smoothing halves an outlier, keeps some of it in x
 and moves the rest into W, where it coarsens that weight row's scale. So the
@@ -21,18 +21,16 @@ copies: quantising its input costs another 1.3%.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from cpu_kernels import PackedW8A8
 from engine.attention import AttentionMetadata
 from engine.model import LINEARS, LlamaModel
 
 OUTPUT_MULTIPLE = 16  # the kernel scales 16 outputs at a time
-SMOOTHING_ALPHA = 0.5  # s_j = max|x_j|^a / max|W_j|^(1-a); 0.5 measured best of 0, .5, .7, .85
 OUTLIER_CHANNELS = 8  # inputs kept in float; of 0, 4, 8, 16, 32 on two texts, 8 was best
 # Measured on for the smoothing factors; any ordinary text shows the same outlier channels.
 CALIBRATION_TEXT = (
@@ -44,54 +42,6 @@ CALIBRATION_TEXT = (
     "def sum_of_squares(values):\n    return sum(v * v for v in values)\n<|im_end|>\n"
     "The committee met on 12 March 2024 in Geneva; 47 members voted, 31 in favour."
 )
-
-
-@dataclass
-class PackedW8A8:
-    """An int8 weight with per-output-channel scales and per-input-channel smoothing;
-    `matmul(x, bias)` = x @ W.T + bias for bf16 x, x quantised per row in the kernel."""
-
-    weight_t: Tensor  # int8 [K, N]: the transposed view of a contiguous [N, K] (W * s)
-    scales: Tensor    # float32 [N]
-    smooth: Tensor | None  # float32 [K]: 1 / s, applied to x before quantising (0: outlier)
-    kernel: Any       # the compiled int8_linear
-    outlier_cols: Tensor | None = None    # int64 [k]: inputs kept out of the int8 product
-    outlier_weight: Tensor | None = None  # float32 [k, N]: their rows of W.T
-
-    @classmethod
-    def from_dense(cls, w: Tensor, module: ModuleType, input_max: Tensor | None = None,
-                   outliers: int = 0) -> PackedW8A8:
-        """`input_max`: max |x_j| per input channel measured on real inputs (no smoothing
-        without it); the `outliers` channels with the largest stay in float."""
-        w = w.detach().float()
-        smooth = cols = kept = None
-        if input_max is not None:
-            s = (input_max.float().clamp(min=1e-5) ** SMOOTHING_ALPHA
-                 / w.abs().amax(dim=0).clamp(min=1e-5) ** (1 - SMOOTHING_ALPHA))
-            smooth = 1 / s
-            if outliers:
-                cols = torch.topk(input_max.float(), outliers).indices.sort().values
-                kept = w[:, cols].t().contiguous()
-                s[cols], smooth[cols] = 0.0, 0.0
-            w = w * s
-            smooth = smooth.contiguous()
-        scales = (w.abs().amax(dim=1) / 127).clamp(min=1e-12)
-        codes = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
-        return cls(codes.t(), scales.contiguous(), smooth, module.int8_linear, cols, kept)
-
-    def dequantize(self) -> Tensor:
-        """W as the kernel sees it, float32 [N, K] (the smoothing undone)."""
-        w = self.weight_t.t().float() * self.scales[:, None]
-        if self.smooth is None:
-            return w
-        w = w * self.smooth
-        if self.outlier_cols is not None:
-            w[:, self.outlier_cols] = self.outlier_weight.t()
-        return w
-
-    def matmul(self, x: Tensor, bias: Tensor | None = None) -> Tensor:
-        return self.kernel(x.contiguous(), self.weight_t, self.scales, bias, self.smooth,
-                           self.outlier_cols, self.outlier_weight)
 
 
 @torch.inference_mode()

@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from engine.block_manager import hash_block
+from engine import hash_block
 
 
 def root_key(extra: Any) -> int | None:

@@ -20,8 +20,14 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from engine.block_manager import hash_block
-from engine.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEvent, decode_batch
+from engine import (
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    KVEvent,
+    decode_batch,
+    hash_block,
+)
 from gateway.fleet.block_keys import root_key
 from gateway.fleet.block_locator import BlockLocator
 

@@ -1,7 +1,7 @@
 """The endpoint picker: which replica of a fleet gets a request.
 
 Pure code (no I/O, no clock): the gateway (`gateway/upstreams/fleet.py`) and the fleet
-simulator (`bench/fleet_sim.py`) run this same class. Inputs are typed: the prompt's block
+simulator (`bench/fleet/sim/simulator.py`) run this same class. Inputs are typed: the prompt's block
 keys as the engine will see them (after the gateway's transforms; `block_keys.py`), its
 token count, the session id, and each candidate's `EndpointLoad`.
 
@@ -49,7 +49,7 @@ _IDLE = EndpointLoad()
 
 @dataclass
 class PickerSettings:
-    """The cost model's weights; defaults fit the bundled engine on a CPU (bench/fleet_sim.py)."""
+    """The cost model's weights; defaults fit the bundled engine on a CPU (bench/fleet/sim/simulator.py)."""
 
     block_size: int = 16
     decode_cost_tokens: float = 16.0  # what one decoding request costs a newcomer's prefill

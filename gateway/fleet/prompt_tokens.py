@@ -2,41 +2,25 @@
 
 The picker scores replicas on the blocks of the prompt the engine computes, which is the
 request after the gateway's transforms rendered through the model's chat template and
-tokenizer, exactly as `engine/openai_adapter.py` does it for the bundled engine. The
+tokenizer, exactly as `engine/serving/inputs.py` does it for the bundled engine. The
 tokenizer is the fleet's model's (`tokenizer:` on the upstream, a .gguf file or a Hugging
 Face folder; default the bundled SmolLM2), read without its weights.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import re
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from engine.openai_adapter import chat_prompt
-from engine.protocol import ChatCompletionRequest, CompletionRequest
-from engine.tokenizer import Tokenizer
-from engine.weights import default_model_path
-from engine.weights.gguf_loader import GGUFCheckpoint
-from engine.weights.gguf_tokenizer import tokenizer_from_gguf_metadata
+from engine import Tokenizer, chat_prompt
 from gateway.fleet.block_keys import block_keys, salt_extra
+from openai_api import ChatCompletionRequest, CompletionRequest
 
 log = logging.getLogger("headstart.gateway")
 MAX_CACHED_PIECES = 8192
-
-
-@functools.cache
-def load_tokenizer(path: str | None) -> Tokenizer:
-    """The tokenizer and chat template of the model at `path` (blocking; no weights read;
-    read once per process: every fleet upstream of one model shares it)."""
-    path = path or default_model_path()
-    if os.path.isdir(path):
-        return Tokenizer.from_folder(path)
-    return tokenizer_from_gguf_metadata(GGUFCheckpoint(path).metadata)
 
 
 class PromptTokens:

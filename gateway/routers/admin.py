@@ -13,12 +13,11 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field, ValidationError
 
 from cache.keys import exact_key
-from engine.protocol import APIError, ChatCompletionRequest, ChatMessage, Usage
 from gateway.auth import require_admin
 from gateway.cache_stage import CacheStage, cache_request
 from gateway.context import Answer, RequestContext
 from gateway.deps import CacheStageDep, ConfigDep
-from gateway.errors import from_pydantic
+from openai_api import APIError, ChatCompletionRequest, ChatMessage, Usage, from_pydantic
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_admin)])
 

@@ -10,9 +10,9 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.protocol import APIError
 from gateway.auth import require_tenant
-from gateway.deps import ConfigDep, parse_body
+from gateway.deps import ConfigDep
+from openai_api import APIError, parse_body
 
 router = APIRouter(tags=["embeddings"])
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from engine.protocol import ModelCard, ModelList
 from gateway.auth import require_tenant
 from gateway.deps import RoutesDep
+from openai_api import ModelCard, ModelList
 
 router = APIRouter(tags=["models"])
 

@@ -25,7 +25,6 @@ from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from engine.protocol import APIError, ChatCompletionRequest
 from gateway.auth import Caller
 from gateway.deps import (
     AuthDep,
@@ -34,11 +33,11 @@ from gateway.deps import (
     RateLimitsDep,
     RoutesDep,
     build_context,
-    parse_model,
 )
 from gateway.pipeline import Pipeline
 from gateway.rate_limit import RateLimiter
 from gateway.routing import RouteTable
+from openai_api import APIError, ChatCompletionRequest, parse_model
 
 router = APIRouter(tags=["websocket"])
 log = logging.getLogger("headstart.gateway")

@@ -3,22 +3,23 @@ fleet of them: `endpoints:`), `litellm` (any litellm provider string)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gateway.config import GatewayConfig, UpstreamConfig
 from gateway.upstreams.base import Upstream
 
+if TYPE_CHECKING:
+    from engine import OpenAIEngine
 
-def build_upstream(config: UpstreamConfig, engine: Any = None,
-                   engine_metrics: Any = None) -> Upstream:
-    """`engine_metrics`: the in-process engine's `EngineMetrics`, which then observes the
-    latencies of the requests this upstream sends it."""
+
+def build_upstream(config: UpstreamConfig, engine: OpenAIEngine | None = None) -> Upstream:
+    """`engine`: the in-process engine, for a `kind: engine` upstream."""
     if config.kind == "engine":
         from gateway.upstreams.engine import EngineUpstream
 
         if engine is None:
             raise RuntimeError(f"upstream {config.name!r} needs the in-process engine")
-        return EngineUpstream(config, engine, engine_metrics)
+        return EngineUpstream(config, engine)
     if config.kind == "openai" and config.endpoints:
         from gateway.upstreams.fleet import FleetUpstream
 
@@ -32,10 +33,10 @@ def build_upstream(config: UpstreamConfig, engine: Any = None,
     return LiteLLMUpstream(config)
 
 
-def build_upstreams(config: GatewayConfig, engine: Any = None,
-                    engine_metrics: Any = None) -> dict[str, Upstream]:
+def build_upstreams(config: GatewayConfig,
+                    engine: OpenAIEngine | None = None) -> dict[str, Upstream]:
     """Every configured upstream by name."""
-    return {name: build_upstream(up, engine, engine_metrics)
+    return {name: build_upstream(up, engine)
             for name, up in config.upstreams.items()}
 
 

@@ -14,7 +14,9 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engine.protocol import (
+from gateway.config import UpstreamConfig
+from gateway.context import RequestContext
+from openai_api import (
     APIError,
     ChatCompletion,
     ChatCompletionChunk,
@@ -22,8 +24,6 @@ from engine.protocol import (
     Completion,
     CompletionRequest,
 )
-from gateway.config import UpstreamConfig
-from gateway.context import RequestContext
 
 
 class Upstream(ABC):

@@ -20,14 +20,7 @@ from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from engine.protocol import (
-    APIError,
-    ChatCompletion,
-    ChatCompletionChunk,
-    ChatCompletionRequest,
-    Completion,
-    CompletionRequest,
-)
+from engine import load_tokenizer
 from gateway.config import UpstreamConfig
 from gateway.context import RequestContext
 from gateway.fleet.block_locator import BlockLocator
@@ -38,9 +31,17 @@ from gateway.fleet.load import LoadTracker, Ticket
 from gateway.fleet.metrics import EndpointGauges, EndpointMetrics
 from gateway.fleet.monitor import FleetMonitor
 from gateway.fleet.picker import EndpointPicker, Pick, PickerSettings
-from gateway.fleet.prompt_tokens import PromptTokens, load_tokenizer
+from gateway.fleet.prompt_tokens import PromptTokens
 from gateway.upstreams.base import Upstream
 from gateway.upstreams.openai_compat import OpenAICompatUpstream
+from openai_api import (
+    APIError,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Completion,
+    CompletionRequest,
+)
 
 log = logging.getLogger("headstart.gateway")
 T = TypeVar("T")

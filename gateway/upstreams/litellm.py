@@ -17,7 +17,9 @@ from typing import Any
 
 import openai
 
-from engine.protocol import (
+from gateway.context import RequestContext
+from gateway.upstreams.base import Upstream
+from openai_api import (
     APIError,
     ChatCompletionChunk,
     ChatCompletionRequest,
@@ -29,8 +31,6 @@ from engine.protocol import (
     Usage,
     new_id,
 )
-from gateway.context import RequestContext
-from gateway.upstreams.base import Upstream
 
 _PASSED = ("max_tokens", "temperature", "top_p", "stop", "seed", "presence_penalty",
            "frequency_penalty", "user", "tools", "tool_choice", "response_format", "logprobs",

@@ -26,7 +26,12 @@ from urllib.request import getproxies, proxy_bypass
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
 
-from engine.protocol import (
+from gateway.config import UpstreamConfig
+from gateway.context import RequestContext
+from gateway.sse import SSEDataReader, keep_wire
+from gateway.upstreams.base import Upstream
+from gateway.upstreams.http_pool import ConnectFailed, HTTPPool, Response
+from openai_api import (
     APIError,
     ChatCompletion,
     ChatCompletionChunk,
@@ -34,12 +39,7 @@ from engine.protocol import (
     Completion,
     CompletionRequest,
 )
-from gateway.assemble import as_chunk
-from gateway.config import UpstreamConfig
-from gateway.context import RequestContext
-from gateway.sse import SSEDataReader, keep_wire
-from gateway.upstreams.base import Upstream
-from gateway.upstreams.http_pool import ConnectFailed, HTTPPool, Response
+from openai_api.assemble import as_chunk
 
 log = logging.getLogger("headstart.gateway")
 _NOT_FORWARDED = {"cache", "session_id", "stream", "stream_options"}

@@ -6,7 +6,7 @@ fails it instead of passing as a rejection."""
 import pytest
 import torch
 
-from bench.verifier_bench import logit
+from bench.cache.verifier_bench import logit
 from cache.checks import clash, conversation_clash
 from cache.guard import Guard
 from cache.keys import TURN_SEP

@@ -17,8 +17,8 @@ from engine.config import EngineConfig
 from engine.errors import InvalidRequest
 from engine.sampling_params import SamplingParams
 from engine.sequence import Sequence
-from engine.server import create_engine_app
-from tests.engine.test_server import ThreadServer
+from engine.serving.server import create_engine_app
+from tests.engine.test_serving_server import ThreadServer
 
 DOC = ("The lighthouse keeper logged every ship that passed the northern cape, noting its flag, "
        "its cargo and the hour. ") * 12

@@ -1,4 +1,4 @@
-"""The fused kernels (engine/kernels/decode_ops.cpp, decode_attention.cpp,
+"""The fused kernels (cpu_kernels/decode_ops.cpp, decode_attention.cpp,
 prefill_attention.cpp) against the torch code they replace: same rounding, the cache
 written where the slots say, bad input refused before anything is written."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.kernels.build import amx_kernels, kernels
+from cpu_kernels import amx_kernels, kernels
 
 pytestmark = pytest.mark.skipif(kernels() is None, reason="CPU kernels not built here")
 

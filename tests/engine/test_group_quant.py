@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 import torch
 
-from engine.kernels import build as gqk
-from engine.kernels.lower_path import lower_path_env
-from engine.weights.amx_blocks import AmxQ4, AmxQ8, pack_q4_codes, tile_rows
+from cpu_kernels import build as gqk
+from cpu_kernels.amx_blocks import AmxQ4, AmxQ8, pack_q4_codes, tile_rows
+from cpu_kernels.lower_path import lower_path_env
+from cpu_kernels.quant_blocks import PackedInt4, Q4Blocks, Q8Blocks
 from engine.weights.decode_copies import (
     AMX_MAX_ROWS,
     INT4_MAX_ROWS,
     INT4_MAX_ROWS_BESIDE_AMX,
     linear_copies,
 )
-from engine.weights.packed import PackedInt4, Q4Blocks, Q8Blocks
 
 needs_kernel = pytest.mark.skipif(gqk.amx_kernels() is None,
                                   reason="AMX group kernel not built here")
@@ -154,7 +154,7 @@ def test_the_second_test_pass_takes_the_path_one_step_down():
 
 def test_setup_on_a_cpu_without_avx512_builds_nothing_and_forgets_a_stale_build(
         monkeypatch, tmp_path, capsys):
-    """`python -m engine.kernels.build` where the CPU lacks the instructions: no build, and
+    """`python -m cpu_kernels.build` where the CPU lacks the instructions: no build, and
     a marker left from another machine no longer lets the engine load anything."""
     monkeypatch.setenv("HEADSTART_KERNEL_DIR", str(tmp_path))
     (tmp_path / gqk.VERIFIED).write_text(gqk.source_hash(gqk.AVX512))

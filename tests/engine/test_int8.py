@@ -1,6 +1,6 @@
-"""The int8 path (engine/kernels/int8_linear.cpp, engine/weights/int8.py): the kernel
+"""The int8 path (cpu_kernels/int8_linear.cpp, engine/weights/int8.py): the kernel
 against a float32 reference of the same quantisation, which rows a linear sends to it, and
-the answers' quality on a slice of the fixed English text (bench/int8_quality.py has the
+the answers' quality on a slice of the fixed English text (bench/engine/int8_quality.py has the
 full figures)."""
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ import contextlib
 import pytest
 import torch
 
-from bench.int8_quality import chat_prompts, decisions, greedy, perplexity, text_ids
-from engine.kernels.build import kernels
+from bench.engine.int8_quality import chat_prompts, decisions, greedy, perplexity, text_ids
+from cpu_kernels import PackedW8A8, kernels
 from engine.model import LINEARS
 from engine.weights import load_model
-from engine.weights.int8 import PackedW8A8
 
 pytestmark = pytest.mark.skipif(kernels() is None or not hasattr(kernels(), "int8_linear"),
                                 reason="CPU kernels not built here")
@@ -123,7 +122,7 @@ def test_linears_send_rows_above_the_decode_copies_to_int8(int8_model):
 
 
 def test_int8_perplexity_within_two_percent_of_float32(int8_model, smollm_fp32):
-    """One window of 512 tokens, as bench/int8_quality.py reads the whole text (about +1%
+    """One window of 512 tokens, as bench/engine/int8_quality.py reads the whole text (about +1%
     here). Two windows of 256 put twice as many tokens at the start of a window, where
     perplexity is highest and a rounding anywhere moves it most (+1.7% to +2.2% with
     attention kernels of equal error against float32)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 import msgpack
 import zmq
 
-from bench.processes import free_port
 from engine.block_manager import KVCacheManager, hash_block
 from engine.kv_events import (
     AllBlocksCleared,
@@ -19,6 +18,7 @@ from engine.kv_events import (
     wire_hash,
 )
 from tests.engine.test_block_manager import admit, make_seq
+from tests.support.processes import free_port
 
 H1 = hash_block(None, [1, 2, 3, 4])
 H2 = hash_block(H1, [5, 6, 7, 8])

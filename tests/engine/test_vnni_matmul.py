@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from engine.kernels import build as gqk
+from cpu_kernels import build as gqk
+from cpu_kernels.quant_blocks import Q4Blocks, Q8Blocks
+from cpu_kernels.vnni_blocks import MAX_ROWS, VnniWeight, _quads
 from engine.layers import decode_matmul
 from engine.weights.decode_copies import (
     VNNI_SLICED_MAX_ROWS,
@@ -15,8 +17,6 @@ from engine.weights.decode_copies import (
     lm_head_copies,
     vnni_available,
 )
-from engine.weights.packed import Q4Blocks, Q8Blocks
-from engine.weights.vnni_blocks import MAX_ROWS, VnniWeight, _quads
 
 needs_kernel = pytest.mark.skipif(not vnni_available(),
                                   reason="the avx512 kernel variant is not built here")

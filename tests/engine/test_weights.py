@@ -181,7 +181,7 @@ def test_bad_paths_raise_model_load_error(tmp_path):
 def test_quant_blocks_dequantize_to_the_loaded_weights(smollm_path):
     """Q4_1 layers and the Q8_0 embedding, unpacked for the decode kernels, are exactly the
     weights the loader dequantises (Q/K rows unpermuted alike)."""
-    from engine.weights.packed import Q4Blocks, Q8Blocks
+    from cpu_kernels.quant_blocks import Q4Blocks, Q8Blocks
 
     checkpoint = GGUFCheckpoint(smollm_path)
     blocks = checkpoint.quant_blocks()

@@ -20,10 +20,10 @@ import httpx
 import pytest
 import uvicorn
 
-from bench.processes import ServerProcess, free_port, headstart_cmd
 from gateway.app import create_app
 from gateway.config import GatewayConfig
 from gateway.http_protocol import GatewayHttpProtocol, server_options
+from tests.support.processes import ServerProcess, free_port, headstart_cmd
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float = 20.0) -> bool:

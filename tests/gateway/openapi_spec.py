@@ -15,9 +15,9 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
-from engine.protocol import ChatCompletionRequest, CompletionRequest
 from gateway.routers.admin import CuratedEntry
 from gateway.routers.embeddings import EmbeddingRequest
+from openai_api import ChatCompletionRequest, CompletionRequest
 
 REF = "#/components/schemas/{model}"
 # request headers the gateway reads, on every operation (so each one has inputs to vary)

@@ -1,6 +1,6 @@
 """Admission control: a burst the engine cannot serve in time gets some 429s with
 Retry-After and no 5xx; the latency fit of remote upstreams; cache hits never shed.
-(How well the admitted requests keep the SLO is measured by `python -m bench.overload`.)"""
+(How well the admitted requests keep the SLO is measured by `python -m bench.experiments.overload`.)"""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import asyncio
 import httpx
 import pytest
 
-from engine.protocol import APIError, ChatCompletionRequest
 from gateway.admission import Admission, LatencyFit
 from gateway.config import GatewayConfig
 from gateway.context import RequestContext
+from openai_api import APIError, ChatCompletionRequest
 from tests.gateway.conftest import scrape
 
 BURST = 48

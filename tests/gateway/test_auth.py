@@ -7,10 +7,10 @@ import openai
 import pytest
 from starlette.requests import Request
 
-from bench.processes import free_port
-from engine.protocol import APIError
 from gateway.auth import Authenticator
 from gateway.config import AuthConfig
+from openai_api import APIError
+from tests.support.processes import free_port
 
 
 def conn(headers: dict[str, str] | None = None, query: str = "") -> Request:

@@ -8,8 +8,8 @@ import httpx
 import openai
 import pytest
 
-from bench.processes import free_port
 from tests.gateway.conftest import GatewayThread, engine_gauge, wait_until
+from tests.support.processes import free_port
 
 ADMIN = "admin-secret"
 

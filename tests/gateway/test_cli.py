@@ -1,14 +1,18 @@
-"""The `headstart` command: usage, a bad config failing at start with file and key, and
-`headstart serve --config` as a real subprocess answering the SDK."""
+"""The `headstart` command: usage, a bad config failing at start with file and key,
+`headstart bench` loading bench/ from the checkout only when it runs, and `headstart serve
+--config` as a real subprocess answering the SDK."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
+from importlib.abc import MetaPathFinder
 
 import openai
 import pytest
 
-from bench.processes import ServerProcess, free_port, headstart_cmd
+from gateway import cli
+from tests.support.processes import ServerProcess, free_port, headstart_cmd
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -19,6 +23,32 @@ def test_usage():
     assert run("--help").returncode == 0 and "serve" in run("--help").stdout
     result = run("frobnicate")
     assert result.returncode == 2 and "unknown command" in result.stderr
+
+
+def test_bench_is_loaded_from_the_checkout_only_when_it_runs(tmp_path):
+    """Outside the repository's folder too: bench/ does not ship, the checkout has it."""
+    code = ("import sys\nfrom gateway import cli\nassert 'bench' not in sys.modules\n"
+            "sys.exit(cli.main(['bench', '--help']))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "--base-url" in result.stdout
+
+
+class _NoBench(MetaPathFinder):
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "bench":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def test_bench_without_a_checkout_says_where_it_lives(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "CHECKOUT", tmp_path)  # an installed package: no bench/ beside it
+    monkeypatch.setattr(sys, "meta_path", [_NoBench(), *sys.meta_path])
+    for name in [n for n in sys.modules if n == "bench" or n.startswith("bench.")]:
+        monkeypatch.delitem(sys.modules, name)
+    assert cli.main(["bench", "--help"]) == 2
+    assert "needs a checkout of the Headstart repository" in capsys.readouterr().err
 
 
 def test_bad_config_fails_at_start(tmp_path):

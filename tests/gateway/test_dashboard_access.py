@@ -9,10 +9,10 @@ import tomllib
 import httpx
 import pytest
 
-from bench.processes import REPO, free_port
 from gateway.config import ConfigError, GatewayConfig
 from gateway.dashboard.access import COOKIE, session_token
 from tests.gateway.conftest import GatewayThread
+from tests.support.processes import REPO, free_port
 
 ADMIN = "the-admin-key"
 TEAM = "a-team-key"

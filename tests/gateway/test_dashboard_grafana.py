@@ -14,8 +14,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.processes import REPO, free_port
 from tests.gateway.conftest import GatewayThread
+from tests.support.processes import REPO, free_port
 
 DEPLOY = REPO / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "headstart.json"

@@ -1,26 +1,22 @@
-"""Request parsing and context building: body limits, encodings, and the per-request
-controls (namespace, session, Cache-Control) from headers or the body; the routers' typed
-dependencies, overridable by tests."""
+"""Context building: the per-request controls (namespace, session, Cache-Control) from
+headers or the body; the routers' typed dependencies, overridable by tests."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 
-from engine.protocol import APIError, ChatCompletionRequest
 from gateway.app import create_app
 from gateway.config import GatewayConfig
 from gateway.deps import (
     build_context,
     get_routes,
     header_map,
-    parse_model,
     pick_request_id,
-    read_body,
-    receive_body,
 )
 from gateway.routing import RouteTable
+from openai_api import APIError, ChatCompletionRequest
 from tests.gateway.conftest import GatewayThread
 
 CONFIG = GatewayConfig.from_dict({
@@ -48,24 +44,6 @@ def request(headers: dict[str, str] | None = None, body: bytes = b"") -> Request
     raw = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     return Request({"type": "http", "method": "POST", "path": "/", "headers": raw,
                     "query_string": b"", "app": APP}, receive)
-
-
-async def test_read_body_limits():
-    assert await read_body(request(body=b"x" * 10), limit=10) == b"x" * 10
-    with pytest.raises(APIError) as info:
-        await read_body(request(body=b"x" * 11), limit=10)
-    assert info.value.status == 413
-    with pytest.raises(APIError) as info:  # a lying Content-Length is refused up front
-        await read_body(request({"content-length": "999"}, b"x"), limit=10)
-    assert info.value.status == 413
-
-
-@pytest.mark.parametrize("raw, code", [(b"\xff", "invalid_encoding"), (b"  ", "invalid_json"),
-                                       (b"{", "invalid_json"), (b'"str"', "invalid_json")])
-def test_parse_model_errors(raw, code):
-    with pytest.raises(APIError) as info:
-        parse_model(raw, ChatCompletionRequest)
-    assert info.value.status == 400 and info.value.code == code
 
 
 def body(**extra) -> ChatCompletionRequest:
@@ -106,38 +84,6 @@ def test_namespace_ignored_when_route_says_so_and_bad_values():
         build_context(request(), "chat", body(cache={"max_age": "soon"}), ROUTES.resolve("m"),
                       None)
     assert info.value.param == "cache.max_age"
-
-
-def receiver(*messages: dict):
-    queue = list(messages)
-
-    async def receive():
-        return queue.pop(0)
-    return receive
-
-
-async def test_receive_body_joins_pieces_and_limits():
-    receive = receiver({"type": "http.request", "body": b"ab", "more_body": True},
-                       {"type": "http.request", "body": b"cd", "more_body": False})
-    assert await receive_body(receive, None, limit=10) == b"abcd"
-    receive = receiver({"type": "http.request", "body": b"x" * 6, "more_body": True},
-                       {"type": "http.request", "body": b"x" * 6, "more_body": False})
-    with pytest.raises(APIError) as info:
-        await receive_body(receive, None, limit=10)
-    assert info.value.status == 413
-    with pytest.raises(APIError) as info:
-        await receive_body(receiver(), "999", limit=10)
-    assert info.value.status == 413
-    with pytest.raises(APIError) as info:
-        await receive_body(receiver(), "ten", limit=10)
-    assert info.value.status == 400
-
-
-async def test_receive_body_raises_when_the_client_leaves():
-    receive = receiver({"type": "http.request", "body": b"ab", "more_body": True},
-                       {"type": "http.disconnect"})
-    with pytest.raises(ClientDisconnect):
-        await receive_body(receive, None, limit=10)
 
 
 def test_header_map_and_build_context_from_it():

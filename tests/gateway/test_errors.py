@@ -10,8 +10,8 @@ import httpx
 import openai
 import pytest
 
-from bench.processes import free_port
 from tests.gateway.conftest import GatewayThread
+from tests.support.processes import free_port
 
 LIMIT = 4096
 
@@ -57,7 +57,7 @@ MSGS = [{"role": "user", "content": "hi"}]
     ("/v1/chat/completions", json.dumps({"model": "m", "messages": MSGS,
                                          "stream": "true"}).encode(), 400, "stream"),
     ("/v1/chat/completions", json.dumps({"model": "m", "messages": [{"role": "robot",
-                                         "content": "x"}]}).encode(), 400, "messages.0.role"),
+                                         "content": "x"}]}).encode(), 400, "messages[0].role"),
     ("/v1/chat/completions", json.dumps({"messages": MSGS}).encode(), 400, "model"),
     ("/v1/chat/completions", b"[1, 2]", 400, None),
     ("/v1/chat/completions", b"", 400, None),
@@ -130,3 +130,20 @@ def test_upstream_down_is_503_naming_it(base):
         assert info.value.status_code == 503
         assert "upstream 'dead'" in info.value.message
         assert info.value.response.headers["x-request-id"]
+
+
+@pytest.mark.parametrize("body", [
+    b'{"model": "m", "messages": [{"role": "robot", "content": "x"}]}',
+    b'{"model": "m"}',
+    b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": "5"}',
+    b'{"model": "m", "messages": [',
+    b'"just a string"',
+    b"\xff\xfe",
+])
+def test_the_engine_and_the_gateway_give_a_bad_body_the_same_error(base, engine_server, body):
+    """One wire layer: the same bad body gets the same status and error from the gateway and
+    from `headstart engine`'s own server."""
+    at_gateway = post(base, "/v1/chat/completions", body)
+    at_engine = post(engine_server.base_url, "/v1/chat/completions", body)
+    assert at_gateway.status_code == at_engine.status_code == 400
+    assert error_of(at_gateway) == at_engine.json()["error"]

@@ -15,8 +15,8 @@ import httpx
 import openai
 import pytest
 
-from bench.processes import ServerProcess, free_port, headstart_cmd
 from tests.gateway.conftest import GatewayThread, wait_until
+from tests.support.processes import ServerProcess, free_port, headstart_cmd
 
 MODEL = "smollm2-135m-instruct"
 HI = [{"role": "user", "content": "Hi"}]

@@ -7,13 +7,13 @@ import asyncio
 
 import pytest
 
-from bench.processes import free_port
 from gateway.config import ConfigError, GatewayConfig
 from gateway.fleet.endpoints import Endpoint, EndpointSpec, resolve, resolve_all
 from gateway.fleet.health import ReplicaLoad, parse_metrics
 from gateway.fleet.monitor import FleetMonitor
 from gateway.upstreams import build_upstream
 from gateway.upstreams.fleet import FleetUpstream
+from tests.support.processes import free_port
 
 
 def config(upstream: dict) -> GatewayConfig:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
-from bench.processes import free_port
 from engine.block_manager import KVCacheManager
 from engine.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventPublisher
 from gateway.fleet.block_keys import block_keys, salt_extra
 from gateway.fleet.block_locator import BlockLocator
 from gateway.fleet.kv_subscriber import EventTranslator, KVEventSubscriber
 from tests.engine.test_block_manager import admit, make_seq
+from tests.support.processes import free_port
 
 A = "http://a/v1"
 TOKENS = [1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3]

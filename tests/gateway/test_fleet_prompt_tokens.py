@@ -3,10 +3,11 @@ tokenizer), pieces between added tokens served from memory, and block keys with 
 
 from __future__ import annotations
 
-from engine.openai_adapter import chat_input, completion_input
-from engine.protocol import ChatCompletionRequest, CompletionRequest
+from engine import load_tokenizer
+from engine.serving.inputs import chat_input, completion_input
 from gateway.fleet.block_keys import block_keys, salt_extra
-from gateway.fleet.prompt_tokens import PromptTokens, load_tokenizer
+from gateway.fleet.prompt_tokens import PromptTokens
+from openai_api import ChatCompletionRequest, CompletionRequest
 
 TOK = load_tokenizer(None)
 

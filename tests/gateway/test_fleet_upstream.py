@@ -15,9 +15,9 @@ import pytest
 from openai import OpenAI
 from websockets.sync.client import connect
 
-from bench.fleet_replicas import EngineReplica, start_replicas, stop_replicas
-from engine.protocol import ChatCompletionRequest
+from bench.fleet.replicas import EngineReplica, start_replicas, stop_replicas
 from gateway.fleet.picker import rendezvous
+from openai_api import ChatCompletionRequest
 from tests.gateway.conftest import GatewayThread, scrape, wait_until
 
 MODEL = "smollm2-135m-instruct"

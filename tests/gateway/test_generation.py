@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from bench.processes import free_port
 from gateway.generation import match
 from tests.gateway.conftest import GatewayThread
+from tests.support.processes import free_port
 
 
 @pytest.mark.parametrize("path, expected", [

@@ -9,8 +9,8 @@ import socket
 
 import pytest
 
-from bench.processes import free_port
 from gateway.upstreams.http_pool import ConnectFailed, HTTPPool
+from tests.support.processes import free_port
 
 CHUNKED = (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
            b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")

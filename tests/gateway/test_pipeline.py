@@ -138,8 +138,8 @@ def test_non_streaming_client_leaving_aborts_the_engine(gateway):
 
 
 def whole_context(gateway, model: str, stream: bool = False):
-    from engine.protocol import ChatCompletionRequest
     from gateway.context import RequestContext
+    from openai_api import ChatCompletionRequest
 
     body = ChatCompletionRequest.model_validate({"model": model, "messages": MSGS,
                                                  "stream": stream})

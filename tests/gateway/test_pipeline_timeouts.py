@@ -17,7 +17,14 @@ from typing import Any
 
 import pytest
 
-from engine.protocol import (
+from gateway.cache_stage import CacheStage
+from gateway.config import GatewayConfig, UpstreamConfig
+from gateway.context import RequestContext
+from gateway.metrics import GatewayMetrics
+from gateway.pipeline import Pipeline
+from gateway.transform_stage import TransformStage
+from gateway.upstreams import Upstream
+from openai_api import (
     APIError,
     AssistantMessage,
     ChatChoice,
@@ -28,13 +35,6 @@ from engine.protocol import (
     DeltaMessage,
     Usage,
 )
-from gateway.cache_stage import CacheStage
-from gateway.config import GatewayConfig, UpstreamConfig
-from gateway.context import RequestContext
-from gateway.metrics import GatewayMetrics
-from gateway.pipeline import Pipeline
-from gateway.transform_stage import TransformStage
-from gateway.upstreams import Upstream
 from tests.gateway.virtual_clock import run_on_virtual_clock
 
 Step = float | str | APIError  # wait that many seconds | send a chunk with this text | fail

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from engine.protocol import FunctionCall, ToolCall, Usage
-from gateway.assemble import Assembler
 from gateway.context import Answer
 from gateway.replay import pieces, replay
+from openai_api import ChatCompletionChunk, ChunkChoice, DeltaMessage, FunctionCall, ToolCall, Usage
+from openai_api.assemble import Assembler
 
 
 def test_pieces_keep_every_character():
@@ -25,7 +25,7 @@ async def test_chat_replay_round_trips():
     folded = Assembler("chat", "m")
     for c in chunks:
         folded.add(c)
-    assert folded.answer() == answer
+    assert Answer.folded(folded) == answer
 
 
 async def test_tool_calls_and_completions_replay():
@@ -35,14 +35,14 @@ async def test_tool_calls_and_completions_replay():
     folded = Assembler("chat", "m")
     async for c in replay(answer, "m"):
         folded.add(c)
-    assert folded.answer().tool_calls == [call]
+    assert Answer.folded(folded).tool_calls == [call]
     text = Answer(kind="completion", model="m", content="Paris is the capital.",
                   finish_reason="stop")
     folded = Assembler("completion", "m")
     async for c in replay(text, "m"):
         assert c.object == "text_completion"
         folded.add(c)
-    assert folded.answer() == text
+    assert Answer.folded(folded) == text
 
 
 async def test_unsplit_replay_is_one_text_chunk():
@@ -54,4 +54,14 @@ async def test_unsplit_replay_is_one_text_chunk():
     folded = Assembler("chat", "m")
     for c in chunks:
         folded.add(c)
-    assert folded.answer() == answer
+    assert Answer.folded(folded) == answer
+
+
+def test_unfinished_or_length_answers_are_not_cacheable():
+    folded = Assembler("chat", "m")
+    folded.add(ChatCompletionChunk(id="c", model="m", choices=[
+        ChunkChoice(delta=DeltaMessage(content="x"))]))
+    assert Answer.folded(folded) is None
+    folded.add(ChatCompletionChunk(id="c", model="m", choices=[
+        ChunkChoice(delta=DeltaMessage(), finish_reason="length")]))
+    assert not Answer.folded(folded).cacheable()

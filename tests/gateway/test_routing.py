@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.protocol import APIError
 from gateway.config import GatewayConfig
 from gateway.routing import RouteTable
+from openai_api import APIError
 
 
 @pytest.fixture

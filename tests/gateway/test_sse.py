@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from engine.protocol import (
+from gateway.sse import DONE, SSEDataReader, drop_wire, frame, keep_wire, write_sse
+from openai_api import (
     APIError,
     ChatCompletionChunk,
     ChunkChoice,
@@ -17,7 +18,6 @@ from engine.protocol import (
     DeltaMessage,
     Usage,
 )
-from gateway.sse import DONE, SSEDataReader, drop_wire, frame, keep_wire, write_sse
 
 
 def chunk(text: str) -> ChatCompletionChunk:

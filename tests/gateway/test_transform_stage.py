@@ -13,7 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.protocol import (
+from gateway.config import GatewayConfig
+from gateway.context import RequestContext
+from gateway.transform_stage import TransformStage
+from openai_api import (
     APIError,
     ChatCompletionChunk,
     ChatCompletionRequest,
@@ -21,9 +24,6 @@ from engine.protocol import (
     DeltaMessage,
     Usage,
 )
-from gateway.config import GatewayConfig
-from gateway.context import RequestContext
-from gateway.transform_stage import TransformStage
 from prompts.quality import make_cases
 from prompts.summary_cache import SUMMARY_INSTRUCTION
 
@@ -271,7 +271,7 @@ async def test_map_reduce_for_a_document_over_the_context(engine_like):
 @pytest.mark.slow
 async def test_engine_model_scorer_scores_and_prunes():
     """The bundled model as the pruning scorer (loads its own copy: slow)."""
-    from engine.token_scorer import EngineModelScorer
+    from engine import EngineModelScorer
     from prompts.prune import prune_text
 
     scorer = EngineModelScorer()

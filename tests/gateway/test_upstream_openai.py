@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from engine.protocol import APIError, ChatCompletionChunk
 from gateway.config import UpstreamConfig
 from gateway.upstreams.openai_compat import OpenAICompatUpstream
+from openai_api import APIError, ChatCompletionChunk
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def test_error_frame_mid_stream(upstream):
 
 
 def test_payload_is_asked_the_way_the_client_asked(upstream):
-    from engine.protocol import ChatCompletionRequest
+    from openai_api import ChatCompletionRequest
 
     fields = {"model": "client-name", "messages": [{"role": "user", "content": "hi"}],
               "session_id": "s", "cache": {"no_store": True}, "top_k": 5}

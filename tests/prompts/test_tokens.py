@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.openai_adapter import chat_prompt
-from engine.protocol import ChatCompletionRequest
+from engine.serving.inputs import chat_prompt
+from openai_api import ChatCompletionRequest
 from prompts.tokens import (
     EngineTokenCounter,
     LitellmTokenCounter,

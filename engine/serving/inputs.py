@@ -1,10 +1,10 @@
-"""OpenAI requests in, engine inputs out (the answers: `engine/openai_answers.py`).
+"""OpenAI requests in, engine inputs out (the answers: `engine/serving/answers.py`).
 
 Pure functions with no web framework, so the engine's own server and the gateway's
 in-process upstream turn requests into engine inputs the same way. Every
 problem with a request becomes an `APIError(400, ..., param=...)` before the engine
 sees it. A request for `n` choices (or a batch of prompts) runs as one engine request per
-choice (`engine.choices`).
+choice (`engine.serving.choices`).
 """
 
 from __future__ import annotations
@@ -12,14 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.openai_checks import check_content_parts, check_fields, logit_bias
-from engine.protocol import (
+from engine.sampling_params import SamplingParams
+from engine.serving.checks import check_content_parts, check_fields, logit_bias
+from openai_api import (
     APIError,
     ChatCompletionRequest,
-    ChatMessage,
     CompletionRequest,
 )
-from engine.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
     from engine.tokenizer import Tokenizer
@@ -37,7 +36,7 @@ class EnginePrompt:
 @dataclass
 class EngineInput:
     """What the engine needs for one OpenAI request: its prompt (a legacy completion may
-    send a batch) and `n`, the choices per prompt, each one engine request (`engine.choices`)."""
+    send a batch) and `n`, the choices per prompt, each one engine request (`engine.serving.choices`)."""
 
     prompts: list[EnginePrompt]
     n: int = 1
@@ -53,22 +52,9 @@ class EngineInput:
 # ---------------------------------------------------------------- requests
 
 
-def message_dict(message: ChatMessage) -> dict[str, Any]:
-    """A chat message as chat templates expect it (plain text content, `developer` as system)."""
-    role = "system" if message.role == "developer" else message.role
-    out: dict[str, Any] = {"role": role, "content": message.text()}
-    if message.name is not None:
-        out["name"] = message.name
-    if message.tool_calls:
-        out["tool_calls"] = [call.model_dump() for call in message.tool_calls]
-    if message.tool_call_id is not None:
-        out["tool_call_id"] = message.tool_call_id
-    return out
-
-
 def chat_prompt(request: ChatCompletionRequest, tokenizer: Tokenizer) -> str:
     """The prompt text: the checkpoint's chat template over the messages (and tools)."""
-    messages = [message_dict(m) for m in request.messages]
+    messages = [m.template_dict() for m in request.messages]
     tools = None if request.tool_choice == "none" else request.tools or None
     try:
         return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
@@ -80,7 +66,7 @@ def chat_prompt(request: ChatCompletionRequest, tokenizer: Tokenizer) -> str:
 def sampling_params(request: ChatCompletionRequest | CompletionRequest, prompt_len: int,
                     max_model_len: int, vocab_size: int | None = None) -> SamplingParams:
     """SamplingParams from the request's fields; `max_tokens` defaults to the context left.
-    A field the engine would not honour is a 400 (engine/openai_checks.py)."""
+    A field the engine would not honour is a 400 (engine/serving/checks.py)."""
     check_fields(request)
     room = max_model_len - prompt_len
     asked = request.effective_max_tokens()
@@ -94,7 +80,7 @@ def sampling_params(request: ChatCompletionRequest | CompletionRequest, prompt_l
     extra = request.model_extra or {}
     params = SamplingParams(
         max_tokens=asked if asked is not None else room,
-        temperature=1.0 if request.temperature is None else request.temperature,
+        temperature=request.effective_temperature(),
         top_p=1.0 if request.top_p is None else request.top_p,
         top_k=-1 if request.top_k is None else request.top_k,
         seed=request.seed,

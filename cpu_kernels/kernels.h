@@ -1,4 +1,4 @@
-// The engine's CPU kernels, bound to Python in module.cpp (see engine/kernels/build.py).
+// The engine's CPU kernels, bound to Python in module.cpp (see cpu_kernels/build.py).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -9,9 +9,9 @@ namespace headstart {
 
 constexpr int kGroupQuantMaxRows = 16;
 
-// Built only in the "amx" variant (engine/kernels/build.py, -DHEADSTART_AMX):
+// Built only in the "amx" variant (cpu_kernels/build.py, -DHEADSTART_AMX):
 // group_quant_matmul.cpp: x [M <= 16, K] bf16 times W.T, W in AMX tile blocks
-// (engine/weights/amx_blocks.py) of Q4_1 codes + scales + offsets, or Q8_0 codes + scales.
+// (cpu_kernels/amx_blocks.py) of Q4_1 codes + scales + offsets, or Q8_0 codes + scales.
 at::Tensor q4_matmul(const at::Tensor& x, const at::Tensor& codes,
                      const at::Tensor& scales, const at::Tensor& offsets);
 at::Tensor q8_matmul(const at::Tensor& x, const at::Tensor& codes,
@@ -21,7 +21,7 @@ bool request_amx();
 
 // Built only in the "avx512" variant (AVX-512 VNNI, no AMX):
 // vnni_matmul.cpp: x [M <= 16, K] bf16 times W.T, W in blocks of 16 columns x 32 inputs
-// (engine/weights/vnni_blocks.py) of Q4_0/Q4_1 or Q8_0 codes with fp16 scales; `n` outputs.
+// (cpu_kernels/vnni_blocks.py) of Q4_0/Q4_1 or Q8_0 codes with fp16 scales; `n` outputs.
 at::Tensor q4_vnni_matmul(const at::Tensor& x, const at::Tensor& blocks, int64_t n);
 at::Tensor q8_vnni_matmul(const at::Tensor& x, const at::Tensor& blocks, int64_t n);
 

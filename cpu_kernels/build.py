@@ -1,11 +1,11 @@
 """Build, verify and load the engine's CPU kernels (the .cpp files beside this one).
 
-They are compiled once by `make install` (`python -m engine.kernels.build`) into the
+They are compiled once by `make install` (`python -m cpu_kernels.build`) into the
 virtualenv as one extension module, in one of two variants picked from the CPU's flags:
 "amx" (AMX tiles for the decode matmuls, and every shared kernel) where the CPU has AMX,
 else "avx512" (AVX-512 BF16/VNNI: the fused elementwise, attention and int8 prefill kernels,
 and VNNI decode matmuls instead of the AMX sources). The build is then tried in a child process
-(engine/kernels/trial.py): some VMs advertise AMX but kill the process that uses it. Only a
+(cpu_kernels/trial.py): some VMs advertise AMX but kill the process that uses it. Only a
 build that passed that trial, from the current sources and for this CPU's variant, is
 loaded; otherwise (no compiler, no AVX-512, a CPU or VM that refuses it,
 HEADSTART_KERNELS=0) `kernels()` is None and the engine keeps torch's own kernels.
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 NAME = "headstart_kernels"
 FOLDER = Path(__file__).parent
-TRIAL_MODULE = "engine.kernels.trial"
+TRIAL_MODULE = "cpu_kernels.trial"
 AMX_SOURCES = ("group_quant_matmul.cpp", "decode_layers.cpp")  # AMX tile instructions
 AVX512_ONLY_SOURCES = ("vnni_matmul.cpp",)  # the decode matmuls where there is no AMX
 HEADERS = sorted(FOLDER.glob("*.h"))

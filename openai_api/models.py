@@ -1,9 +1,9 @@
-"""OpenAI API wire types (pydantic), shared by the engine's server and the gateway.
+"""OpenAI API wire types (pydantic) for chat and legacy completions, spoken by both the
+engine's own server and the gateway.
 
-They live in `engine/` because the engine has its own OpenAI-compatible server and must
-not import the gateway; the gateway imports them from here (dependencies point one way).
 Requests accept unknown fields (SDKs send new ones first) but validate every field that
-changes an answer.
+changes an answer. Defaults that change an answer are written once, here
+(`DEFAULT_TEMPERATURE`, `SamplingFields.effective_temperature`).
 """
 
 from __future__ import annotations
@@ -59,8 +59,22 @@ class ChatMessage(BaseModel):
             return self.content
         return "".join(p.get("text", "") for p in self.content if isinstance(p, dict))
 
+    def template_dict(self) -> dict[str, Any]:
+        """The message as chat templates expect it (plain text content, `developer` as
+        system)."""
+        out: dict[str, Any] = {"role": "system" if self.role == "developer" else self.role,
+                               "content": self.text()}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [call.model_dump() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
 
 MAX_CHOICES = 128  # `n`, as OpenAI bounds it
+DEFAULT_TEMPERATURE = 1.0  # OpenAI's, for a request that leaves `temperature` out
 
 
 class SamplingFields(BaseModel):
@@ -94,6 +108,9 @@ class SamplingFields(BaseModel):
         if isinstance(v, list) and len(v) > 4:
             raise ValueError("at most 4 stop sequences")
         return v
+
+    def effective_temperature(self) -> float:
+        return DEFAULT_TEMPERATURE if self.temperature is None else self.temperature
 
     def stop_list(self) -> list[str]:
         if self.stop is None:
@@ -286,56 +303,3 @@ class ModelCard(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
-
-
-# ---------------------------------------------------------------- errors
-
-
-class ErrorDetail(BaseModel):
-    message: str
-    type: str
-    param: str | None = None
-    code: str | None = None
-
-
-class ErrorResponse(BaseModel):
-    error: ErrorDetail
-
-
-ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "invalid_request_error",
-    422: "invalid_request_error",
-    429: "rate_limit_error",
-    500: "server_error",
-    502: "upstream_error",
-    503: "service_unavailable",
-    504: "timeout_error",
-}
-
-
-class APIError(Exception):
-    """An error that becomes an OpenAI-style body with `status`; raise it anywhere."""
-
-    def __init__(
-        self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.param = param
-        self.code = code
-        self.headers = headers  # sent with the error (429: Retry-After, x-ratelimit-*)
-
-    def body(self) -> dict[str, Any]:
-        detail = ErrorDetail(
-            message=self.message,
-            type=ERROR_TYPES.get(self.status, "invalid_request_error"),
-            param=self.param,
-            code=self.code,
-        )
-        return ErrorResponse(error=detail).model_dump()

@@ -1,4 +1,4 @@
-"""GGUF's Q4/Q8 codes repacked for the AVX-512 VNNI decode kernel (engine/kernels/vnni_matmul.cpp).
+"""GGUF's Q4/Q8 codes repacked for the AVX-512 VNNI decode kernel (cpu_kernels/vnni_matmul.cpp).
 
 The kernel multiplies 1-16 bf16 rows by a weight kept as its quantisation codes, reading the
 codes once per step for all rows. Blocks of 16 output columns x 32 inputs (one group), a
@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from engine.kernels.build import kernels
-from engine.weights.packed import GROUP, Q4Blocks, Q8Blocks
+from cpu_kernels.build import kernels
+from cpu_kernels.quant_blocks import GROUP, Q4Blocks, Q8Blocks
 
 COLS = 16  # output columns per block
 MAX_ROWS = 16  # rows of x the kernel takes

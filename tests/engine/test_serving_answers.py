@@ -1,19 +1,19 @@
-"""engine/openai_answers.py: `(choice index, delta)` pairs -> OpenAI chunks and answers."""
+"""engine/serving/answers.py: `(choice index, delta)` pairs -> OpenAI chunks and answers."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.openai_answers import collect_chat, collect_completion, stream_chat, stream_completion
 from engine.outputs import GenerationDelta, TokenLogprobs
-from engine.protocol import APIError
+from engine.serving.answers import fold, stream_chat, stream_completion
+from openai_api import APIError
 
 MODEL = "smollm2-135m-instruct"
 
 
 def delta_list(texts: list[str], finish: str | None = "stop", prompt: int = 10,
                cached: int = 4, error: str | None = None, index: int = 0):
-    """One choice's deltas, tagged with its index as `engine.choices` hands them on."""
+    """One choice's deltas, tagged with its index as `engine.serving.choices` hands them on."""
     out = []
     for i, text in enumerate(texts):
         last = i == len(texts) - 1
@@ -22,6 +22,15 @@ def delta_list(texts: list[str], finish: str | None = "stop", prompt: int = 10,
             finish_reason=finish if last else None, cached_tokens=cached,
             completion_tokens=i + 1, error=error if last else None)))
     return out
+
+
+async def collect_chat(deltas, *, model: str, n: int):
+    return await fold(stream_chat(deltas, model=model, n=n, include_usage=True), "chat", model)
+
+
+async def collect_completion(deltas, *, model: str, n: int, echoes=()):
+    chunks = stream_completion(deltas, model=model, n=n, include_usage=True, echoes=echoes)
+    return await fold(chunks, "completion", model)
 
 
 async def indexed(items):

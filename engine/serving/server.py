@@ -1,9 +1,10 @@
-"""The engine's own OpenAI-compatible HTTP server (`headstart engine`, `python -m engine.server`).
+"""The engine's own OpenAI-compatible HTTP server (`headstart engine`).
 
-One model, served under one name. Requests are parsed and checked by `engine.openai_adapter`
-(every problem is a 400-class OpenAI-style error before the engine sees it); answers stream
-as SSE `data:` frames ending in `data: [DONE]`. A client that leaves aborts its request, so
-the engine frees its KV blocks at once.
+One model, served under one name. Bodies are parsed by the wire layer (`openai_api`: the
+same errors as the gateway's), requests run through `OpenAIEngine` (the same path as the
+gateway's in-process upstream); answers stream as SSE `data:` frames ending in
+`data: [DONE]`, or come folded into one object. A client that leaves aborts its request,
+so the engine frees its KV blocks at once.
 """
 
 from __future__ import annotations
@@ -12,44 +13,40 @@ import argparse
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel
 
-from engine.choices import IndexedDelta, generate_choices
-from engine.errors import InvalidRequest
-from engine.http_errors import ClientDisconnected, install_error_handlers, parse_body
-from engine.metrics import EngineMetrics
-from engine.openai_adapter import EngineInput, chat_input, completion_input
-from engine.openai_answers import (
-    aborted,
-    collect_chat,
-    collect_completion,
-    stream_chat,
-    stream_completion,
-)
-from engine.outputs import GenerationDelta
-from engine.protocol import (
+from engine.async_engine import AsyncEngine
+from engine.serving.answers import fold
+from engine.serving.openai_engine import OpenAIEngine
+from openai_api import (
+    ENDPOINTS,
     APIError,
-    ChatCompletionRequest,
-    CompletionRequest,
+    Chunk,
+    GenerationRequest,
     ModelCard,
     ModelList,
-    SamplingFields,
+    kind_of,
     new_id,
+    parse_body,
 )
-from engine.sampling_params import SamplingParams
+from openai_api.handlers import install_error_handlers
 
 T = TypeVar("T")
 DEFAULT_PORT = 8001
+CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left; nobody reads the body
 router = APIRouter()
 
 
-def create_engine_app(engine, *, owns_engine: bool = False) -> FastAPI:
+class ClientDisconnected(Exception):
+    """The client closed the connection before the answer was ready."""
+
+
+def create_engine_app(engine: AsyncEngine, *, owns_engine: bool = False) -> FastAPI:
     """The FastAPI app serving `engine`; with `owns_engine`, shutting the app down stops it."""
 
     @asynccontextmanager
@@ -59,9 +56,13 @@ def create_engine_app(engine, *, owns_engine: bool = False) -> FastAPI:
             await engine.shutdown()
 
     app = FastAPI(title="Headstart engine", lifespan=lifespan)
-    app.state.engine = engine
-    app.state.metrics = EngineMetrics(engine)
+    app.state.engine = OpenAIEngine(engine)
     install_error_handlers(app)
+
+    @app.exception_handler(ClientDisconnected)
+    async def client_gone(request: Request, exc: ClientDisconnected) -> Response:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+
     app.include_router(router)
     return app
 
@@ -76,7 +77,7 @@ async def health() -> dict[str, str]:
 
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
-    body, content_type = request.app.state.metrics.render()
+    body, content_type = request.app.state.engine.metrics.render()
     return Response(body, media_type=content_type)
 
 
@@ -93,87 +94,46 @@ async def get_model(model_id: str, request: Request) -> ModelCard:
 
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request) -> Response:
-    body = await parse_body(request, ChatCompletionRequest)
-    engine = request.app.state.engine
-    _check_model(body.model, engine)
-    cid = new_id("chatcmpl")
-    deltas = await _start(request, body, chat_input(body, engine.tokenizer, engine.max_model_len),
-                          cid, "chat")
-    if body.stream:
-        chunks = stream_chat(deltas, model=body.model, n=body.n,
-                             include_usage=body.wants_usage_chunk(), completion_id=cid)
-        return _sse(chunks, cid)
-    answer = await _until_disconnected(request, collect_chat(deltas, model=body.model,
-                                                             n=body.n, completion_id=cid))
-    return JSONResponse(answer.model_dump(), headers={"x-request-id": cid})
+    return await _generate(request, "chat/completions")
 
 
 @router.post("/v1/completions")
 async def completions(request: Request) -> Response:
-    body = await parse_body(request, CompletionRequest)
-    engine = request.app.state.engine
+    return await _generate(request, "completions")
+
+
+async def _generate(request: Request, path: str) -> Response:
+    """Answer one generation request: streamed, or folded into one object."""
+    body: GenerationRequest = await parse_body(request, ENDPOINTS[path].request)
+    engine: OpenAIEngine = request.app.state.engine
     _check_model(body.model, engine)
-    cid = new_id("cmpl")
-    prepared = completion_input(body, engine.tokenizer, engine.max_model_len)
-    deltas = await _start(request, body, prepared, cid, "completion")
+    rid = new_id("chatcmpl" if kind_of(body) == "chat" else "cmpl")
+    session_id = body.session_id or request.headers.get("x-session-id") or None
+    chunks = engine.stream(body, request_id=rid, session_id=session_id,
+                           cache_salt=body.cache_salt, completion_id=rid,
+                           include_usage=body.wants_usage_chunk() or not body.stream)
+    try:  # the first chunk before the status line: a refused request gets its own status
+        first = await _until_disconnected(request, anext(chunks))
+    except StopAsyncIteration:
+        raise APIError(500, "the engine ended the request without output",
+                       code="engine_aborted") from None
+    except BaseException:
+        await chunks.aclose()
+        raise
     if body.stream:
-        chunks = stream_completion(deltas, model=body.model, n=body.n, echoes=prepared.echoes(),
-                                   include_usage=body.wants_usage_chunk(), completion_id=cid)
-        return _sse(chunks, cid)
-    answer = await _until_disconnected(request, collect_completion(
-        deltas, model=body.model, n=body.n, echoes=prepared.echoes(), completion_id=cid))
-    return JSONResponse(answer.model_dump(), headers={"x-request-id": cid})
+        return _sse(first, chunks, rid)
+    answer = await _until_disconnected(request, fold(_resume(first, chunks), kind_of(body),
+                                                     body.model))
+    return JSONResponse(answer.model_dump(), headers={"x-request-id": rid})
 
 
 # ---------------------------------------------------------------- helpers
 
 
-def _check_model(name: str, engine) -> None:
+def _check_model(name: str, engine: OpenAIEngine) -> None:
     if name != engine.model_name:
         raise APIError(404, f"The model `{name}` does not exist; this server serves "
                        f"`{engine.model_name}`.", param="model", code="model_not_found")
-
-
-async def _start(request: Request, body: SamplingFields, prepared: EngineInput, request_id: str,
-                 endpoint: str) -> AsyncIterator[IndexedDelta]:
-    """Submit to the engine (one request per choice) and wait for the first delta, so that a
-    request the engine refuses still gets an error status (not a 200 stream) and a client
-    gone while queued aborts it."""
-    session_id = body.session_id or request.headers.get("x-session-id") or None
-    engine, metrics = request.app.state.engine, request.app.state.metrics
-
-    def start(ids: list[int], params: SamplingParams,
-              engine_request_id: str) -> AsyncIterator[GenerationDelta]:
-        return metrics.observe(engine.generate(ids, params, request_id=engine_request_id,
-                                               session_id=session_id,
-                                               cache_salt=body.cache_salt), endpoint)
-
-    deltas = generate_choices(start, prepared.requests(), prepared.n, request_id)
-    try:
-        first = await _until_disconnected(request, anext(deltas))
-    except InvalidRequest as exc:
-        await deltas.aclose()
-        raise APIError(400, exc.message, param=exc.param) from exc
-    except StopAsyncIteration as exc:
-        raise APIError(500, "the engine ended the request without output",
-                       code="engine_aborted") from exc
-    except BaseException:
-        await deltas.aclose()
-        raise
-    if first[1].finish_reason == "abort":  # failed before any output: a plain error response
-        await deltas.aclose()
-        raise aborted(first[1])
-    return _resume(first, deltas)
-
-
-async def _resume(first: IndexedDelta,
-                  rest: AsyncIterator[IndexedDelta]) -> AsyncIterator[IndexedDelta]:
-    try:
-        yield first
-        async for delta in rest:
-            yield delta
-    finally:
-        await rest.aclose()
 
 
 async def _until_disconnected(request: Request, awaitable: Awaitable[T]) -> T:
@@ -199,15 +159,23 @@ async def _until_disconnected(request: Request, awaitable: Awaitable[T]) -> T:
     return work.result()
 
 
-def _sse(chunks: AsyncIterator[BaseModel], request_id: str) -> StreamingResponse:
+async def _resume(first: Chunk, rest: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
+    yield first
+    async with aclosing(rest):
+        async for chunk in rest:
+            yield chunk
+
+
+def _sse(first: Chunk, rest: AsyncIterator[Chunk], request_id: str) -> StreamingResponse:
     async def frames() -> AsyncIterator[str]:
         try:
-            async for chunk in chunks:
+            yield f"data: {first.model_dump_json()}\n\n"
+            async for chunk in rest:
                 yield f"data: {chunk.model_dump_json()}\n\n"
         except APIError as exc:  # the engine failed mid-stream: tell the client, then end
             yield f"data: {json.dumps(exc.body())}\n\n"
         finally:
-            await chunks.aclose()
+            await rest.aclose()
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(frames(), media_type="text/event-stream",
@@ -265,8 +233,6 @@ def engine_config(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> None:
     """Load the model and serve it until interrupted."""
     import uvicorn
-
-    from engine.async_engine import AsyncEngine
 
     args = parse_args(argv)
     engine = AsyncEngine(engine_config(args))

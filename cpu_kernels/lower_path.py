@@ -4,7 +4,7 @@ Users run the engine on CPUs with fewer features than the machine that tests it:
 machine's CI never passes through the avx512 variant, an AVX-512 machine's never through
 torch's own kernels. `make test` runs the engine and gateway tests a second time through
 
-    python -m engine.kernels.lower_path pytest -q tests/engine ...
+    python -m cpu_kernels.lower_path pytest -q tests/engine ...
 
 which picks the next path down from what loads here and runs the command on it:
 - AMX kernels → the avx512 variant (HEADSTART_KERNELS=avx512), built once into a folder of
@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 
-from engine.kernels import build
+from cpu_kernels import build
 
 
 def lower_path_env(variant: str | None, kernel_dir: str) -> dict[str, str] | None:
@@ -34,7 +34,7 @@ def lower_path_env(variant: str | None, kernel_dir: str) -> dict[str, str] | Non
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print("usage: python -m engine.kernels.lower_path COMMAND [ARG ...]", file=sys.stderr)
+        print("usage: python -m cpu_kernels.lower_path COMMAND [ARG ...]", file=sys.stderr)
         return 2
     module = build.kernels()
     extra = lower_path_env(None if module is None else module.variant, str(build.build_dir()))
@@ -43,9 +43,9 @@ def main(argv: list[str]) -> int:
         return 0
     env = {**os.environ, **extra}
     if extra["HEADSTART_KERNELS"] != "0":  # the masked variant is built (and tried) first
-        subprocess.run([sys.executable, "-m", "engine.kernels.build"], env=env, check=True,
+        subprocess.run([sys.executable, "-m", "cpu_kernels.build"], env=env, check=True,
                        stdout=subprocess.DEVNULL)
-    below = subprocess.run([sys.executable, "-c", "from engine.kernels.build import kernel_path;"
+    below = subprocess.run([sys.executable, "-c", "from cpu_kernels.build import kernel_path;"
                             " print(kernel_path())"], env=env, capture_output=True, text=True)
     described = " ".join(f"{k}={v}" for k, v in extra.items())
     print(f"[lower path] {build.kernel_path()} here; {described}: {below.stdout.strip()}",

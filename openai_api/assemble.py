@@ -1,18 +1,18 @@
-"""Chunks in, one finished answer out: the non-streaming response and the cacheable `Answer`.
+"""Chunks in, one finished answer out.
 
-The pipeline works on chunks; a client that asked for `stream: false` gets them folded
-into one `chat.completion` / `text_completion`, and the caches get the same fold as an
-`Answer`. The choices of a request for `n` of them fold side by side, by their `index`; the
-caches keep only one-choice answers. An upstream asked without streaming hands its whole
-answer over as one chunk (`as_chunk`).
+Both sides work on chunks; a client that asked for `stream: false` gets them folded into
+one `chat.completion` / `text_completion` (`Assembler.response`), and the gateway's caches
+keep the fold of a one-choice answer (`Assembler.only_choice`). The choices of a request
+for `n` of them fold side by side, by their `index`. An upstream asked without streaming
+hands its whole answer over as one chunk (`as_chunk`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from engine.protocol import (
+from openai_api.models import (
     AssistantMessage,
     ChatChoice,
     ChatCompletion,
@@ -28,7 +28,18 @@ from engine.protocol import (
     ToolCall,
     Usage,
 )
-from gateway.context import Answer
+
+if TYPE_CHECKING:
+    from openai_api.registry import Kind
+
+
+@dataclass(frozen=True)
+class FoldedChoice:
+    """One choice of a finished answer."""
+
+    content: str
+    finish_reason: str
+    tool_calls: list[ToolCall] | None
 
 
 @dataclass
@@ -76,7 +87,7 @@ class _Choice:
 class Assembler:
     """Accumulates the chunks of one answer, each choice (`index`) on its own."""
 
-    def __init__(self, kind: Literal["chat", "completion"], model: str) -> None:
+    def __init__(self, kind: Kind, model: str) -> None:
         self.kind = kind
         self.model = model
         self.id: str | None = None
@@ -113,15 +124,14 @@ class Assembler:
             return None
         return choices[min(choices)].finish_reason
 
-    def answer(self) -> Answer | None:
-        """The finished answer for the caches, or None if the stream ended without a finish
-        reason or carried several choices (the caches keep one)."""
+    def only_choice(self) -> FoldedChoice | None:
+        """The one choice of a finished one-choice answer; None if the stream ended without a
+        finish reason or carried several choices."""
         if self.finish_reason is None or len(self._choices) != 1:
             return None
         (choice,) = self._choices.values()
-        return Answer(kind=self.kind, model=self.model, content="".join(choice.parts),
-                      finish_reason=choice.finish_reason or "stop",
-                      tool_calls=choice.tool_calls(), usage=self.usage or Usage())
+        return FoldedChoice("".join(choice.parts), choice.finish_reason or "stop",
+                            choice.tool_calls())
 
     def response(self) -> ChatCompletion | Completion:
         """The non-streaming response object for the client."""

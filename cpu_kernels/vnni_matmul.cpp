@@ -14,7 +14,7 @@
 // same x, so the result is xq @ W and its error (xq - x) @ W, where W is centred; with the
 // exact sum the error is (xq - x) @ (d q), q in 0..15 not centred: 2.3x larger on SmolLM2.
 //
-// Layout (made by engine/weights/vnni_blocks.py): W is cut into blocks of 16 output columns x
+// Layout (made by cpu_kernels/vnni_blocks.py): W is cut into blocks of 16 output columns x
 // 32 inputs (one group); a column's blocks follow each other. A block holds its codes as 8
 // "quads" (4 inputs each) of 16 columns, in vpdpbusd's order (byte 4c + i of a quad is
 // column c, input i), then the 16 columns' d and (Q4) m as fp16:

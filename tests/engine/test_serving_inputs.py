@@ -1,4 +1,4 @@
-"""engine/openai_adapter.py: OpenAI requests -> engine inputs.
+"""engine/serving/inputs.py: OpenAI requests -> engine inputs.
 
 Uses the real SmolLM2 tokenizer (the session fixture shared with the other engine tests).
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.openai_adapter import chat_input, completion_input, message_dict
-from engine.protocol import APIError, ChatCompletionRequest, ChatMessage, CompletionRequest
+from engine.serving.inputs import chat_input, completion_input
+from openai_api import APIError, ChatCompletionRequest, CompletionRequest
 
 MODEL = "smollm2-135m-instruct"
 CTX = 8192
@@ -25,15 +25,6 @@ def chat(**fields) -> ChatCompletionRequest:
 
 
 # ---------------------------------------------------------------- requests
-
-
-def test_message_dict_maps_developer_to_system_and_joins_text_parts():
-    msg = ChatMessage(role="developer", content=[{"type": "text", "text": "Be "},
-                                                 {"type": "text", "text": "brief."}])
-    assert message_dict(msg) == {"role": "system", "content": "Be brief."}
-    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    out = message_dict(ChatMessage(role="assistant", content=None, tool_calls=[call]))
-    assert out["tool_calls"] == [call] and out["content"] == ""
 
 
 def test_chat_input_renders_the_template_and_defaults_max_tokens_to_the_room_left(tokenizer):

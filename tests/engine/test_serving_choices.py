@@ -1,4 +1,4 @@
-"""engine/choices.py: one engine request per choice, their deltas merged by index."""
+"""engine/serving/choices.py: one engine request per choice, their deltas merged by index."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from engine.choices import choice_requests, generate_choices, merge
 from engine.errors import InvalidRequest
 from engine.outputs import GenerationDelta
 from engine.sampling_params import SamplingParams
+from engine.serving.choices import choice_requests, generate_choices, merge
 
 
 def delta(text: str, finish: str | None = None) -> GenerationDelta:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.protocol import APIError, ChatCompletionRequest, ChatMessage, SamplingFields
+from openai_api import APIError, ChatCompletionRequest, ChatMessage, SamplingFields
 
 MAX_LOGIT_BIAS = 1024  # entries per request
 # Fields the engine takes without acting on them: accounting and hints that change no answer.
 NO_EFFECT_FIELDS = frozenset({"user", "store", "metadata", "service_tier", "prediction",
                               "parallel_tool_calls"})
-# vLLM's extras that the engine honours (read by engine/openai_adapter.py).
+# vLLM's extras that the engine honours (read by engine/serving/inputs.py).
 HONOURED_EXTRAS = frozenset({"ignore_eos", "stop_token_ids"})
 TEXT_PART_TYPES = frozenset({"text", "input_text"})
 

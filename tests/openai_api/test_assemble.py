@@ -1,8 +1,9 @@
-"""Folding chunks into the non-streaming response and the cacheable `Answer`."""
+"""openai_api/assemble.py: folding chunks into the non-streaming response and the one
+choice the caches keep."""
 
 from __future__ import annotations
 
-from engine.protocol import (
+from openai_api import (
     AssistantMessage,
     ChatChoice,
     ChatCompletion,
@@ -18,7 +19,7 @@ from engine.protocol import (
     ToolCall,
     Usage,
 )
-from gateway.assemble import Assembler, as_chunk
+from openai_api.assemble import Assembler, as_chunk
 
 
 def chat(delta: DeltaMessage, finish=None, usage=None, choices=True) -> ChatCompletionChunk:
@@ -39,16 +40,17 @@ def test_chat_chunks_fold_into_completion_and_answer():
     assert response.choices[0].message.content == "Hello"
     assert response.choices[0].finish_reason == "stop"
     assert response.usage.prompt_tokens_details.cached_tokens == 8
-    answer = a.answer()
-    assert answer.content == "Hello" and answer.cacheable() and answer.usage.total_tokens == 12
+    choice = a.only_choice()
+    assert (choice.content, choice.finish_reason) == ("Hello", "stop")
+    assert a.usage.total_tokens == 12
 
 
-def test_unfinished_or_length_answers_are_not_cacheable():
+def test_an_unfinished_answer_has_no_choice_yet():
     a = Assembler("chat", "m")
     a.add(chat(DeltaMessage(content="x")))
-    assert a.answer() is None
+    assert a.only_choice() is None
     a.add(chat(DeltaMessage(), "length"))
-    assert not a.answer().cacheable()
+    assert a.only_choice().finish_reason == "length"
 
 
 def test_tool_call_deltas_are_merged():
@@ -58,7 +60,7 @@ def test_tool_call_deltas_are_merged():
     a.add(chat(DeltaMessage(tool_calls=[{"index": 0, "function": {"name": "weather",
                                                                   "arguments": 'ty": 1}'}}]),
                "tool_calls"))
-    (call,) = a.answer().tool_calls
+    (call,) = a.only_choice().tool_calls
     assert call.id == "call_1" and call.function.name == "get_weather"
     assert call.function.arguments == '{"city": 1}'
 
@@ -70,7 +72,7 @@ def test_completion_chunks():
                          choices=[CompletionChoice(text=text, finish_reason=finish)]))
     response = a.response()
     assert response.object == "text_completion" and response.choices[0].text == "Paris"
-    assert a.answer().kind == "completion"
+    assert a.only_choice().content == "Paris"
 
 
 def test_a_whole_answer_as_one_chunk_folds_back_unchanged():
@@ -112,7 +114,7 @@ def test_choices_fold_side_by_side_with_their_logprobs():
         (0, "Hi!", "stop"), (1, "Yo", "length")]
     assert [[e.token for e in c.logprobs.content] for c in response.choices] == [
         ["H", "i", "!"], ["Yo"]]
-    assert a.answer() is None  # the caches keep one choice
+    assert a.only_choice() is None  # the caches keep one choice
     back = Assembler("chat", "m")
     back.add(as_chunk(response))  # a whole answer as one chunk folds back into itself
     assert back.response().choices == response.choices

@@ -1,4 +1,4 @@
-"""Q4_1 / Q8_0 weights rearranged into AMX tile blocks for engine/kernels/group_quant_matmul.cpp.
+"""Q4_1 / Q8_0 weights rearranged into AMX tile blocks for cpu_kernels/group_quant_matmul.cpp.
 
 A block is 16 output columns x 32 inputs (one quantisation group per column), stored as
 the 16 rows of an AMX bf16 "B" tile: row r holds (W[n][2r], W[n][2r+1]) for n = 0..15.
@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from engine.kernels.build import amx_kernels
-from engine.weights.packed import GROUP, Q4Blocks
+from cpu_kernels.build import amx_kernels
+from cpu_kernels.quant_blocks import GROUP, Q4Blocks
 
 COLS = 16  # output columns per block
 

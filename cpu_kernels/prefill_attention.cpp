@@ -9,7 +9,7 @@
 // query rows at a time so that every key and value load serves four rows: q.k and p.v are
 // vdpbf16ps products (bf16 pairs, fp32 sums), the softmax in fp32 base 2 (the scale times
 // log2(e) folded into one multiply), p rounded to bf16 for p.v (as flash attention does), the
-// output rounded to bf16 once. `bench/attention_bench.py` times it against SDPA.
+// output rounded to bf16 once. `bench/engine/attention_bench.py` times it against SDPA.
 //
 // Three things keep the softmax off the critical path (at head_dim 64 a row spends only 128
 // dot products on each 32 keys, so every other instruction counts):

@@ -1,8 +1,8 @@
 """The trial a fresh build of the CPU kernels must pass before the engine loads it.
 
-    python -m engine.kernels.trial amx|avx512
+    python -m cpu_kernels.trial amx|avx512
 
-Run by engine/kernels/build.py in a child process, so that a CPU or VM that kills the
+Run by cpu_kernels/build.py in a child process, so that a CPU or VM that kills the
 process on an instruction it advertised (AMX on some VMs) fails the trial, not the engine.
 Each kernel of the variant runs once against a float32 reference; any error exits non-zero.
 """
@@ -16,9 +16,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine.kernels.build import import_built
-from engine.weights.amx_blocks import AmxQ4, AmxQ8
-from engine.weights.packed import Q4Blocks
+from cpu_kernels.amx_blocks import AmxQ4, AmxQ8
+from cpu_kernels.build import import_built
+from cpu_kernels.quant_blocks import Q4Blocks
 
 
 def close(got: torch.Tensor, ref: torch.Tensor, within: float) -> bool:

@@ -1,8 +1,8 @@
-"""engine/server.py: the engine's OpenAI server, served for real over HTTP on a free port and
+"""engine/serving/server.py: the engine's OpenAI server, served for real over HTTP on a free port and
 driven with the official `openai` SDK (raw httpx where the SDK cannot send the bad input).
 
 The app runs in uvicorn on a thread of this process around the session's bf16 model, so the
-tests can look at the engine itself; one slow test starts `python -m engine.server` as a
+tests can look at the engine itself; one slow test starts `python -m engine.serving.server` as a
 process of its own.
 """
 
@@ -18,10 +18,10 @@ import openai
 import pytest
 import uvicorn
 
-from bench.processes import ServerProcess, free_port
 from engine.async_engine import AsyncEngine
 from engine.config import EngineConfig
-from engine.server import create_engine_app, engine_config, parse_args
+from engine.serving.server import create_engine_app, engine_config, parse_args
+from tests.support.processes import ServerProcess, free_port
 
 MODEL = "smollm2-135m-instruct"
 HI = [{"role": "user", "content": "Say hello."}]
@@ -220,7 +220,7 @@ def test_bad_chat_requests_get_openai_errors(client, fields, error, param, code)
     (b'"just a string"', "invalid_json"),
     (b"", "invalid_json"),
     (b'{"messages": [{"role": "user", "content": "\\ud800"}], "model": "x"}',
-     "invalid_encoding"),
+     "invalid_json"),  # a lone surrogate: no UTF-8 text can hold it
 ])
 def test_malformed_bodies_get_400(server, content, code):
     r = httpx.post(server.base_url + "/v1/chat/completions", content=content,
@@ -284,7 +284,7 @@ def test_metrics_report_latencies_and_cache_use(server, client):
 @pytest.mark.slow
 def test_python_m_engine_server_serves_under_the_given_name():
     port = free_port()
-    proc = ServerProcess([sys.executable, "-m", "engine.server", "--port", str(port),
+    proc = ServerProcess([sys.executable, "-m", "engine.serving.server", "--port", str(port),
                           "--served-model-name", "tiny", "--kv-cache-memory-mb", "64"],
                          port, timeout_s=600).start()
     try:

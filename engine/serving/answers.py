@@ -1,33 +1,35 @@
-"""Engine deltas in, OpenAI objects out: the streamed chunks and whole answers of chat and
-legacy completions, built from `(choice index, delta)` pairs (`engine.choices`).
+"""Engine deltas in, OpenAI chunks out, for chat and legacy completions, built from
+`(choice index, delta)` pairs (`engine.serving.choices`); a whole answer is these chunks
+folded (`openai_api.assemble`).
 
-Pure functions with no web framework, shared by the engine's own server and the gateway's
-in-process upstream (the requests: `engine/openai_adapter.py`). Each prompt's usage counts
-once; log-probabilities travel in the chunk that carries their text.
+Pure functions with no web framework (the requests: `engine/serving/inputs.py`). Each
+prompt's usage counts once; log-probabilities travel in the chunk that carries their text.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
 from typing import TYPE_CHECKING
 
-from engine.choices import IndexedDelta
 from engine.logprobs import chat_logprobs, completion_logprobs
-from engine.protocol import (
+from engine.serving.choices import IndexedDelta
+from openai_api import (
+    Answer,
     APIError,
-    AssistantMessage,
-    ChatChoice,
-    ChatCompletion,
     ChatCompletionChunk,
+    Chunk,
     ChunkChoice,
     Completion,
     CompletionChoice,
     CompletionLogprobs,
     DeltaMessage,
+    Kind,
     Usage,
     new_id,
     now,
 )
+from openai_api.assemble import Assembler
 
 if TYPE_CHECKING:
     from engine.outputs import GenerationDelta, TokenLogprobs
@@ -81,18 +83,6 @@ async def stream_chat(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int
                                   usage=usage_of(lasts, n))
 
 
-async def collect_chat(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int,
-                       completion_id: str | None = None) -> ChatCompletion:
-    """One non-streamed chat.completion from the whole stream of deltas."""
-    texts, lasts, logprobs = await _collect(deltas)
-    choices = [ChatChoice(index=i, message=AssistantMessage(content=texts[i]),
-                          finish_reason=lasts[i].finish_reason,
-                          logprobs=chat_logprobs(logprobs[i]) if i in logprobs else None)
-               for i in sorted(lasts)]
-    return ChatCompletion(id=completion_id or new_id("chatcmpl"), model=model, choices=choices,
-                          usage=usage_of(lasts, n))
-
-
 async def stream_completion(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int,
                             include_usage: bool = False, echoes: Sequence[str] = (),
                             completion_id: str | None = None) -> AsyncIterator[Completion]:
@@ -131,36 +121,13 @@ async def stream_completion(deltas: AsyncIterator[IndexedDelta], *, model: str, 
                          usage=usage_of(lasts, n))
 
 
-async def collect_completion(deltas: AsyncIterator[IndexedDelta], *, model: str, n: int,
-                             echoes: Sequence[str] = (),
-                             completion_id: str | None = None) -> Completion:
-    """One non-streamed text_completion from the whole stream of deltas."""
-    texts, lasts, logprobs = await _collect(deltas)
-    choices = []
-    for i in sorted(lasts):
-        echo = echoes[i] if echoes else ""
-        choices.append(CompletionChoice(
-            index=i, text=echo + texts[i], finish_reason=lasts[i].finish_reason,
-            logprobs=completion_logprobs(logprobs[i], len(echo)) if i in logprobs else None))
-    return Completion(id=completion_id or new_id("cmpl"), model=model, choices=choices,
-                      usage=usage_of(lasts, n))
-
-
-async def _collect(deltas: AsyncIterator[IndexedDelta]) -> tuple[
-        dict[int, str], dict[int, GenerationDelta], dict[int, list[TokenLogprobs]]]:
-    """Each choice's whole text, last delta and token logprobs (for choices that have them);
-    every choice must have finished."""
-    parts: dict[int, list[str]] = {}
-    lasts: dict[int, GenerationDelta] = {}
-    logprobs: dict[int, list[TokenLogprobs]] = {}
-    async for index, delta in deltas:
-        parts.setdefault(index, []).append(delta.text)
-        lasts[index] = delta
-        if delta.logprobs:
-            logprobs.setdefault(index, []).extend(delta.logprobs)
-    for last in lasts.values():
-        if last.finish_reason in (None, "abort"):
-            raise aborted(last)
-    if not lasts:
+async def fold(chunks: AsyncIterator[Chunk], kind: Kind, model: str) -> Answer:
+    """One non-streamed answer from the whole stream of chunks (asked with usage); every
+    choice must have finished."""
+    assembler = Assembler(kind, model)
+    async with aclosing(chunks):
+        async for chunk in chunks:
+            assembler.add(chunk)
+    if assembler.finish_reason is None:
         raise aborted(None)
-    return {i: "".join(p) for i, p in parts.items()}, lasts, logprobs
+    return assembler.response()

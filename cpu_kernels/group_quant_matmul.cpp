@@ -6,7 +6,7 @@
 // cost grows with the batch. Here the codes are unpacked once per step into AMX tiles and
 // all rows are multiplied by one tile instruction.
 //
-// Layout (made by engine/weights/amx_blocks.py): W is cut into blocks of 16 output columns x
+// Layout (made by cpu_kernels/amx_blocks.py): W is cut into blocks of 16 output columns x
 // 32 inputs (one quantisation group per column). A block's codes are stored as the 16 rows
 // of an AMX bf16 "B" tile: row r holds, for each column n, the pair (W[n][2r], W[n][2r+1]).
 // Q4 packs rows 2i and 2i+1 into the low and high nibbles of 32 bytes; Q8 stores 32 bytes a

@@ -1,0 +1,101 @@
+"""The engine behind the OpenAI API: OpenAI requests in, OpenAI chunks out.
+
+What the engine's own server (`engine/serving/server.py`) and the gateway's in-process
+upstream both call, so a request is turned into engine requests, run, and turned back into
+chunks one way: the prompt and sampling parameters by `inputs`, `n` choices as `n` engine
+requests by `choices`, the chunks by `answers`, latencies by `EngineMetrics`. A request the
+engine refuses raises `APIError(400)` from the first `anext`, before any chunk; closing the
+chunk stream aborts the engine requests and frees their KV blocks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+
+from engine.async_engine import AsyncEngine
+from engine.errors import InvalidRequest
+from engine.outputs import GenerationDelta
+from engine.sampling_params import SamplingParams
+from engine.serving import answers, inputs
+from engine.serving.choices import IndexedDelta, generate_choices
+from engine.serving.metrics import EngineMetrics
+from openai_api import (
+    APIError,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Completion,
+    CompletionRequest,
+    GenerationRequest,
+    new_id,
+)
+
+
+class OpenAIEngine:
+    """One `AsyncEngine` served over the OpenAI API's request and chunk types."""
+
+    def __init__(self, engine: AsyncEngine, metrics: EngineMetrics | None = None) -> None:
+        self.engine = engine
+        self.metrics = metrics if metrics is not None else EngineMetrics(engine)
+        self._seq = itertools.count()
+
+    @property
+    def model_name(self) -> str:
+        return self.engine.model_name
+
+    def stream(self, request: GenerationRequest, *, request_id: str | None = None,
+               session_id: str | None = None, cache_salt: str | None = None,
+               include_usage: bool = True, completion_id: str | None = None,
+               ) -> AsyncIterator[ChatCompletionChunk | Completion]:
+        """The chunks of the answer to `request` (a usage chunk last with `include_usage`),
+        with the id `completion_id` (default: a new one). `request_id` names the engine
+        requests (made unique here: sub-requests may share one); `session_id` and
+        `cache_salt` key its KV blocks (vLLM's meanings)."""
+        rid = f"{request_id or new_id('req')}-{next(self._seq)}"
+        keys = (rid, session_id, cache_salt, include_usage, completion_id)
+        if isinstance(request, ChatCompletionRequest):
+            return self._chat(request, *keys)
+        return self._completion(request, *keys)
+
+    async def _chat(self, request: ChatCompletionRequest, rid: str, session_id: str | None,
+                    cache_salt: str | None, include_usage: bool, completion_id: str | None,
+                    ) -> AsyncIterator[ChatCompletionChunk]:
+        engine = self.engine
+        prepared = inputs.chat_input(request, engine.tokenizer, engine.max_model_len)
+        deltas = self._deltas(prepared, rid, session_id, cache_salt, "chat")
+        chunks = answers.stream_chat(deltas, model=request.model, n=request.n,
+                                     include_usage=include_usage, completion_id=completion_id)
+        async with aclosing(deltas), aclosing(chunks):
+            async for chunk in chunks:
+                yield chunk
+
+    async def _completion(self, request: CompletionRequest, rid: str, session_id: str | None,
+                          cache_salt: str | None, include_usage: bool,
+                          completion_id: str | None) -> AsyncIterator[Completion]:
+        engine = self.engine
+        prepared = inputs.completion_input(request, engine.tokenizer, engine.max_model_len)
+        deltas = self._deltas(prepared, rid, session_id, cache_salt, "completion")
+        chunks = answers.stream_completion(deltas, model=request.model, n=request.n,
+                                           include_usage=include_usage,
+                                           echoes=prepared.echoes(),
+                                           completion_id=completion_id)
+        async with aclosing(deltas), aclosing(chunks):
+            async for chunk in chunks:
+                yield chunk
+
+    async def _deltas(self, prepared: inputs.EngineInput, rid: str, session_id: str | None,
+                      cache_salt: str | None, endpoint: str) -> AsyncIterator[IndexedDelta]:
+        def start(ids: list[int], params: SamplingParams,
+                  engine_request_id: str) -> AsyncIterator[GenerationDelta]:
+            deltas = self.engine.generate(ids, params, request_id=engine_request_id,
+                                          session_id=session_id, cache_salt=cache_salt)
+            return self.metrics.observe(deltas, endpoint)
+
+        try:
+            stream = generate_choices(start, prepared.requests(), prepared.n, rid)
+            async with aclosing(stream):
+                async for item in stream:
+                    yield item
+        except InvalidRequest as e:
+            raise APIError(400, e.message, param=e.param) from None
