@@ -13,6 +13,10 @@ keep Prometheus's cumulative bucket counts (the last one is +Inf, the total).
                                           "values": [["support", "miss", 0.84, [0, ..., 7]]]}}}
 
 A histogram's entry is its label values, then the sum, then the cumulative counts.
+
+`?since=T` adds `"history"`: the samples of the last 15 minutes taken after T
+(gateway/dashboard/history.py), so a page that just opened (`since=0`) draws the traffic
+before it at once, and then asks only for the samples it lacks.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from gateway.config import GatewayConfig
+from gateway.dashboard.history import Sampler
 
 PREFIX = "headstart_"
 SCALAR_SUFFIXES = {"counter": "_total", "gauge": "", "unknown": ""}
@@ -33,12 +38,13 @@ SCALAR_SUFFIXES = {"counter": "_total", "gauge": "", "unknown": ""}
 
 class DashboardFeed:
     """The `/dashboard/data` body: what the config says (SLO, poll interval, routes and
-    their upstreams), fixed at start, and the registry's families, read per poll.
-    `guarded`: the page needs the admin key."""
+    their upstreams), fixed at start, the registry's families, read per poll, and the
+    history `sampler` keeps. `guarded`: the page needs the admin key."""
 
     def __init__(self, config: GatewayConfig, registry: CollectorRegistry,
                  guarded: bool = False) -> None:
         self.registry = registry
+        self.sampler = Sampler(registry)
         self.setup = {
             "guarded": guarded,
             "slo_ms": config.dashboard.slo_ms,
@@ -48,8 +54,10 @@ class DashboardFeed:
             "upstreams": {name: up.kind for name, up in config.upstreams.items()},
         }
 
-    def body(self) -> bytes:
+    def body(self, since: float | None = None) -> bytes:
         snapshot = {**self.setup, **registry_snapshot(self.registry)}
+        if since is not None:
+            snapshot["history"] = self.sampler.history.since(since)
         return json.dumps(snapshot, separators=(",", ":")).encode()
 
 

@@ -3,7 +3,8 @@
     GET  /dashboard           the page (the login form while the admin key is needed)
     POST /dashboard/login     form field `key`: the admin key -> session cookie, back to the page
     POST /dashboard/logout    ends the session
-    GET  /dashboard/data      the metrics as compact JSON (gateway/dashboard/data.py)
+    GET  /dashboard/data      the metrics as compact JSON (gateway/dashboard/data.py);
+                              `?since=T` adds the per-second samples taken after T
     GET  /dashboard/static/F  the page's script, styles and the vendored uPlot
 
 Access is the admin API's (gateway/dashboard/access.py): open on an open gateway, else the
@@ -19,9 +20,9 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from engine.protocol import APIError
 from gateway.dashboard.access import check_dashboard_access, end_session, start_session
-from gateway.deps import AuthDep, DashboardAccess, DashboardData, read_body
+from gateway.deps import AuthDep, DashboardAccess, DashboardData
+from openai_api import APIError, read_body
 
 router = APIRouter(prefix="/dashboard", tags=["dashboard"])
 
@@ -99,8 +100,8 @@ async def logout(request: Request) -> Response:
 
 
 @router.get("/data")
-async def data(_: DashboardAccess, feed: DashboardData) -> Response:
-    return Response(feed.body(), media_type="application/json",
+async def data(_: DashboardAccess, feed: DashboardData, since: float | None = None) -> Response:
+    return Response(feed.body(since), media_type="application/json",
                     headers={"cache-control": "no-store"})
 
 

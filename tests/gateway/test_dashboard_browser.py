@@ -17,9 +17,9 @@ import pytest
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.processes import free_port
 from tests.gateway.chromium import Chromium
 from tests.gateway.conftest import GatewayThread
+from tests.support.processes import free_port
 
 ADMIN = "dashboard-admin-key"
 KEY = "dashboard-team-key"
@@ -180,6 +180,18 @@ def test_the_page_shows_what_metrics_says(gw, tmp_path):
         m = Scrape(httpx.get(base + "/metrics").text)
         page.screenshot(tmp_path / "dashboard.png")
 
+        # a page opened after the traffic shows it from its first poll: the gateway's own
+        # samples of the last 15 minutes, not only what the page polled itself
+        fresh = browser.page(width=1400, height=1000)
+        fresh.goto(base + "/dashboard")
+        first = json.loads(fresh.wait_for(
+            "Number(document.getElementById('status').dataset.polls) >= 1 && JSON.stringify({"
+            "samples: Number(document.getElementById('status').dataset.samples),"
+            "points: Number(document.getElementById('chart-rate').dataset.points),"
+            "replicas: !document.getElementById('endpoints-figure').hidden"
+            " && Number(document.getElementById('chart-endpoints').dataset.points),"
+            f"shown: {SHOWN}}})"))
+
     # per route, and all routes: since the gateway started
     expected_cache = {"faq": {"exact": 1, "semantic": 1, "miss": 3, "bypass": 0},
                       "plain": {"exact": 0, "semantic": 0, "miss": 0, "bypass": 2},
@@ -247,6 +259,12 @@ def test_the_page_shows_what_metrics_says(gw, tmp_path):
         prefix = (m.total("headstart_engine_prefix_hit_tokens_total")
                   / m.total("headstart_engine_prompt_tokens_total"))
         assert_shows(shown, "tile-prefix", prefix)
+        opened = first["shown"]
+        assert opened["tile-rate-sub"][1] == "8 requests (1 failed) in the last minute"
+        assert_shows(opened, "tile-ttft-p95", m.quantile(0.95, "headstart_gateway_ttft_seconds"))
+        assert_shows(opened, "tile-cache", 2 / 8)
+    assert first["samples"] >= 2 and first["points"] >= 2  # charts drawn on the first poll
+    assert first["replicas"] == first["points"]  # and one of attempts per fleet endpoint
     png = (tmp_path / "dashboard.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 20_000
 

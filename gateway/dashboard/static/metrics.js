@@ -78,5 +78,28 @@ const HeadstartMetrics = (() => {
     return [...new Set(f.values.map((row) => row[i]))];
   }
 
-  return {labelsOf, total, histogram, histogramDelta, count, quantile, labelValues};
+  // The per-second samples of `/dashboard/data?since=T` (gateway/dashboard/history.py) as
+  // polls, oldest first: [{t, f: families}], each family shaped like those of a poll. Every
+  // series is the value at the first sample, then the changes: added back up here.
+  function expandHistory(history) {
+    const n = history.t.length, out = history.t.map((t) => ({t, f: {}}));
+    const running = (changes) => { let x = 0; return changes.map((d) => (x += d)); };
+    for (const [name, family] of Object.entries(history.families)) {
+      const k = family.labels.length, rows = out.map(() => []);
+      for (const row of family.values) {
+        const labels = row.slice(0, k);
+        if (family.type === "histogram") {
+          const sum = running(row[k]), buckets = row[k + 1].map(running);
+          for (let i = 0; i < n; i++) rows[i].push([...labels, sum[i], buckets.map((b) => b[i])]);
+        } else {
+          const values = running(row[k]);
+          for (let i = 0; i < n; i++) rows[i].push([...labels, values[i]]);
+        }
+      }
+      out.forEach((p, i) => { p.f[name] = {type: family.type, labels: family.labels, le: family.le, values: rows[i]}; });
+    }
+    return out;
+  }
+
+  return {labelsOf, total, histogram, histogramDelta, count, quantile, labelValues, expandHistory};
 })();
