@@ -3,7 +3,8 @@
     headstart bench --base-url http://localhost:8000 --workload chat --rate 2 --duration 30
     headstart bench --base-url http://localhost:8000 --workload faq --sweep --out report/
 
-The gateway's CLI imports this lazily (`bench` is never imported by product code).
+`headstart bench` loads this from the checkout only when it runs (gateway/cli.py); product
+code never imports `bench`, and it does not ship in the package.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ import os
 import sys
 from pathlib import Path
 
-from bench import soak
-from bench.loadgen import LoadConfig, first_model, rate_runner
-from bench.priming import prime
-from bench.report import runs_table, sweeps_table, write_report
-from bench.stats import RunSummary
-from bench.sweep import SweepResult, sweep_rates
-from bench.workloads import WORKLOADS, WorkloadSizes
+from bench.harness.loadgen import LoadConfig, first_model, rate_runner
+from bench.harness.priming import prime
+from bench.harness.report import runs_table, sweeps_table, write_report
+from bench.harness.stats import RunSummary
+from bench.harness.sweep import SweepResult, sweep_rates
+from bench.harness.workloads import WORKLOADS, WorkloadSizes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,7 +96,9 @@ async def run_bench(args: argparse.Namespace) -> tuple[list[RunSummary], list[Sw
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if "--soak" in argv:  # the soak mode has options of its own (bench/soak.py)
+    if "--soak" in argv:  # the soak mode has options of its own (bench/experiments/soak.py)
+        from bench.experiments import soak  # it starts servers: tests/support/processes.py
+
         return soak.main([a for a in argv if a != "--soak"])
     args = build_parser().parse_args(argv)
     try:

@@ -1,6 +1,6 @@
 """`make bench` / `python -m bench.compare`: every target, every workload, one report.
 
-Starts each target's servers on free ports (see `bench/targets.py`), sweeps each workload's
+Starts each target's servers on free ports (see `bench/harness/targets.py`), sweeps each workload's
 request rate against it, stops it, and writes the report with the goals judged against
 llama.cpp's `llama-server`. The baseline runs first, so every other target is also measured at
 exactly the baseline's highest rate within the SLO (the p95 comparison point).
@@ -17,14 +17,14 @@ import sys
 import time
 from pathlib import Path
 
-from bench.goals import comparison_rates, evaluate_goals, goals_table
-from bench.loadgen import LoadConfig, rate_runner
-from bench.priming import prime
-from bench.report import sweeps_table, write_report
-from bench.stats import RunSummary
-from bench.sweep import SweepResult, sweep_rates
-from bench.targets import TARGETS, RunningTarget, start_target, unavailable_reason
-from bench.workloads import WORKLOADS, WorkloadSizes
+from bench.harness.goals import comparison_rates, evaluate_goals, goals_table
+from bench.harness.loadgen import LoadConfig, rate_runner
+from bench.harness.priming import prime
+from bench.harness.report import sweeps_table, write_report
+from bench.harness.stats import RunSummary
+from bench.harness.sweep import SweepResult, sweep_rates
+from bench.harness.targets import TARGETS, RunningTarget, start_target, unavailable_reason
+from bench.harness.workloads import WORKLOADS, WorkloadSizes
 
 BASELINE = "llama-server"
 

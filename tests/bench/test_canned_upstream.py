@@ -1,4 +1,4 @@
-"""The canned upstream of `bench.gateway_overhead --canned-upstream`: a real server the
+"""The canned upstream of `bench.experiments.gateway_overhead --canned-upstream`: a real server the
 official `openai` SDK can talk to, streamed and not, and one a gateway can proxy."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_a_gateway_proxies_it(canned):
 
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
 def test_nginx_reference_proxy_forwards_to_it(canned, tmp_path):
-    from bench.gateway_overhead import start_nginx
+    from bench.experiments.gateway_overhead import start_nginx
 
     nginx = start_nginx("nginx", canned.base_url, tmp_path)
     try:

@@ -8,9 +8,9 @@ import httpx
 import pytest
 
 from bench.cli import build_parser, parse_sizes
-from bench.processes import ServerProcess, free_port, headstart_cmd
-from bench.targets import MODEL_NAME, gateway_config
-from bench.workloads import FAQ_SYSTEM, WorkloadSizes, build_sessions
+from bench.harness.targets import MODEL_NAME, gateway_config
+from bench.harness.workloads import FAQ_SYSTEM, WorkloadSizes, build_sessions
+from tests.support.processes import ServerProcess, free_port, headstart_cmd
 
 ADMIN_KEY = "bench-admin"
 

@@ -30,9 +30,9 @@ def test_compare_runs_a_target_and_writes_the_report(tmp_path):
 
 def test_reused_sweeps_round_trip_through_report_json(tmp_path):
     from bench.compare import load_sweeps
-    from bench.report import write_report
-    from bench.stats import RequestRecord, summarize
-    from bench.sweep import SweepResult
+    from bench.harness.report import write_report
+    from bench.harness.stats import RequestRecord, summarize
+    from bench.harness.sweep import SweepResult
 
     def run(target, rate, ttft):
         rec = [RequestRecord(session_id="s", turn=0, sent_s=0.0, ttft_s=ttft,

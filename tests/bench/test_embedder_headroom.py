@@ -1,7 +1,7 @@
-"""`bench.embedder_headroom`: which pairs only the cosine floor keeps from the verifier,
+"""`bench.cache.embedder_headroom`: which pairs only the cosine floor keeps from the verifier,
 and how many a better encoder could bring it without bringing a trap more."""
 
-from bench.embedder_headroom import headroom, open_pairs
+from bench.cache.embedder_headroom import headroom, open_pairs
 
 PARAPHRASE = {"id": "p", "a": "How do I reset my password?",
               "b": "How can I change a forgotten password?", "same_answer": True}

@@ -1,4 +1,4 @@
-"""bench/engine_bench.py: the arithmetic of the report, and a --quick smoke run (slow)."""
+"""bench/engine/engine_bench.py: the arithmetic of the report, and a --quick smoke run (slow)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from bench.engine_bench import Sizes, best, decode_rate, main, random_prompt, report
+from bench.engine.engine_bench import Sizes, best, decode_rate, main, random_prompt, report
 
 
 def test_decode_rate_counts_only_tokens_after_every_first_token():

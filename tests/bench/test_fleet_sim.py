@@ -3,17 +3,17 @@ use the gateway's real picker (small fleets, short runs; no timing)."""
 
 from __future__ import annotations
 
-from bench.fleet_sim import FleetSim, SimConfig, simulate
-from bench.fleet_sim_calibrate import _fit_prefill
-from bench.fleet_sim_calibration import calibrate, live_seed
-from bench.fleet_sim_engine import SimReplica, SimRequest, StepCosts
-from bench.fleet_sim_workloads import TraceSizes, build
-from bench.workloads import WorkloadSizes, build_sessions
-from engine.openai_adapter import chat_prompt
-from engine.protocol import ChatCompletionRequest
+from bench.fleet.sim.calibrate import _fit_prefill
+from bench.fleet.sim.calibration import calibrate, live_seed
+from bench.fleet.sim.replica import SimReplica, SimRequest, StepCosts
+from bench.fleet.sim.simulator import FleetSim, SimConfig, simulate
+from bench.fleet.sim.workloads import TraceSizes, build
+from bench.harness.workloads import WorkloadSizes, build_sessions
+from engine import load_tokenizer
+from engine.serving.inputs import chat_prompt
 from gateway.fleet.block_keys import block_keys
 from gateway.fleet.picker import EndpointPicker
-from gateway.fleet.prompt_tokens import load_tokenizer
+from openai_api import ChatCompletionRequest
 
 COSTS = StepCosts(step_s=0.01, prefill_token_s=0.001, decode_seq_s=0.002, attend_pair_s=0.0,
                   prefill_step_s=0.0)

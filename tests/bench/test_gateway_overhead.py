@@ -1,11 +1,11 @@
-"""`bench.gateway_overhead`: the gateway running the engine in its own process
+"""`bench.experiments.gateway_overhead`: the gateway running the engine in its own process
 (`--bundled-engine`), on a passthrough route, answering like the engine server it is
 compared with; the raw-socket timing of the `stream-wire` mode."""
 
 import openai
 import pytest
 
-from bench.gateway_overhead import MODEL, WireClient, main, measure, start_headstart
+from bench.experiments.gateway_overhead import MODEL, WireClient, main, measure, start_headstart
 from tests.gateway.conftest import GatewayThread
 
 

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from bench.goals import comparison_rates, evaluate_goals, goals_table
-from bench.stats import RunSummary
-from bench.sweep import SweepResult
+from bench.harness.goals import comparison_rates, evaluate_goals, goals_table
+from bench.harness.stats import RunSummary
+from bench.harness.sweep import SweepResult
 
 
 def _summary(target: str, rate: float, p95: float) -> RunSummary:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from bench.loadgen import LoadConfig, normalize_base_url, plan, poisson_arrivals
-from bench.workloads import WorkloadSizes
+from bench.harness.loadgen import LoadConfig, normalize_base_url, plan, poisson_arrivals
+from bench.harness.workloads import WorkloadSizes
 
 
 def test_poisson_arrivals_reproducible_from_seed():

@@ -1,10 +1,10 @@
-"""How the reliability benchmarks count a run's requests (bench/outcomes.py)."""
+"""How the reliability benchmarks count a run's requests (bench/harness/outcomes.py)."""
 
 from __future__ import annotations
 
-from bench.outcomes import Tally
-from bench.overload import Outcome, table
-from bench.stats import RequestRecord
+from bench.experiments.overload import Outcome, table
+from bench.harness.outcomes import Tally
+from bench.harness.stats import RequestRecord
 
 
 def record(error: str | None = None, ttft_s: float | None = None) -> RequestRecord:

@@ -3,10 +3,10 @@ document once, nothing for `unique` traffic, with the messages a run would send.
 
 from __future__ import annotations
 
-from bench.loadgen import LoadConfig
-from bench.priming import priming_sessions
-from bench.session_pool import ActiveSession
-from bench.workloads import WorkloadSizes, build_sessions
+from bench.harness.loadgen import LoadConfig
+from bench.harness.priming import priming_sessions
+from bench.harness.session_pool import ActiveSession
+from bench.harness.workloads import WorkloadSizes, build_sessions
 
 
 def config(workload: str, **sizes) -> LoadConfig:

@@ -3,9 +3,9 @@
 import json
 import math
 
-from bench.report import runs_table, write_report
-from bench.stats import RequestRecord, summarize
-from bench.sweep import SweepResult
+from bench.harness.report import runs_table, write_report
+from bench.harness.stats import RequestRecord, summarize
+from bench.harness.sweep import SweepResult
 
 
 def _run(target: str, rate: float, ttfts: list[float | None]):

@@ -6,9 +6,9 @@ import base64
 import re
 from html.parser import HTMLParser
 
-from bench.report import write_report
-from bench.report_html import markdown_html
-from bench.sweep import SweepResult
+from bench.harness.report import write_report
+from bench.harness.report_html import markdown_html
+from bench.harness.sweep import SweepResult
 from tests.bench.test_report import _run
 
 

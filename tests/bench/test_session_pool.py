@@ -1,7 +1,7 @@
 """Arrivals continue ready conversations first, else start new ones, turn by turn."""
 
-from bench.session_pool import SessionPool
-from bench.workloads import Session, Turn
+from bench.harness.session_pool import SessionPool
+from bench.harness.workloads import Session, Turn
 
 
 def _session(i: int, turns: int = 2, think: float = 1.0) -> Session:

@@ -1,11 +1,11 @@
 """The soak, short: `headstart serve` with every feature on under steady load, its resident
 memory sampled; no 5xx, and memory within the soak's growth limit after the warm-up.
-(The 30-minute soak is `python -m bench.soak`, docs/reliability.md.)"""
+(The 30-minute soak is `python -m bench.experiments.soak`, docs/reliability.md.)"""
 
 from __future__ import annotations
 
-from bench import soak
 from bench.cli import main as bench_main
+from bench.experiments import soak
 
 
 async def test_a_short_soak_has_no_5xx_and_keeps_its_memory():

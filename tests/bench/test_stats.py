@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from bench.stats import RequestRecord, goodput_share, percentile, summarize
+from bench.harness.stats import RequestRecord, goodput_share, percentile, summarize
 
 
 def test_percentile_matches_linear_interpolation():

@@ -1,7 +1,7 @@
 """The sweep's rate steps and its highest-rate-within-SLO rule."""
 
-from bench.stats import RunSummary
-from bench.sweep import highest_rate_within_slo, sweep_rates
+from bench.harness.stats import RunSummary
+from bench.harness.sweep import highest_rate_within_slo, sweep_rates
 
 
 def test_highest_rate_is_below_the_lowest_failure():

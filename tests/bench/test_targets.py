@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.targets import gateway_config, gguf_path, unavailable_reason
+from bench.harness.targets import gateway_config, gguf_path, unavailable_reason
 
 
 @pytest.mark.parametrize("features", [True, False])

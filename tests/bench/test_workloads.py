@@ -2,8 +2,8 @@
 
 import pytest
 
-from bench.text import paragraphs, words_for_tokens
-from bench.workloads import WorkloadSizes, build_sessions
+from bench.harness.text import paragraphs, words_for_tokens
+from bench.harness.workloads import WorkloadSizes, build_sessions
 
 SMALL = WorkloadSizes(system_tokens=120, docs=3, doc_min_tokens=100, doc_max_tokens=150,
                       faq_questions=5, prompt_tokens=40, turns=3, apps=2)

@@ -1,0 +1,1 @@
+"""What the tests (and benchmarks that start servers) share: real server processes."""
