@@ -32,14 +32,15 @@ from gateway.config import DEFAULT_MODEL_NAME, ConfigError, GatewayConfig, Upstr
 from gateway.config import default_config as embedded_default
 from gateway.cors import CorsPolicy
 from gateway.dashboard.data import DashboardFeed
-from gateway.deps import pick_request_id
 from gateway.generation import GenerationDeps, match, serve_generation
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Pipeline
 from gateway.rate_limit import RateLimiter
+from gateway.request_setup import pick_request_id
 from gateway.routers import admin, dashboard, embeddings, health, models, ws
 from gateway.routing import RouteTable
 from gateway.transform_stage import TransformStage
+from gateway.upstream_call import UpstreamCaller
 from gateway.upstreams import build_upstreams
 from openai_api.handlers import install_error_handlers
 
@@ -95,11 +96,12 @@ async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
             state.metrics.registry.register(collector)
     state.cache = await CacheStage.create(config)
     state.metrics.watch_cache(state.cache.stats_snapshot)
-    state.transforms = TransformStage(config, state.engine)
-    state.pipeline = Pipeline(state.upstreams, state.cache, state.transforms, state.metrics)
+    caller = UpstreamCaller(state.upstreams, state.metrics)
+    caller.admission = Admission(config, state.engine, state.metrics.count_shed)
+    await caller.admission.warm_up()
+    state.transforms = TransformStage(config, caller, state.engine)
+    state.pipeline = Pipeline(state.cache, state.transforms, caller, state.metrics)
     app.generation.pipeline = state.pipeline
-    state.pipeline.admission = Admission(config, state.engine, state.metrics.count_shed)
-    await state.pipeline.admission.warm_up()
     unshare = share_step_thread(state.engine)
     history = state.dashboard.sampler.start()  # the page's last 15 minutes, a sample a second
     # the startup heap (torch, weights, config) leaves the collector's scans: a full

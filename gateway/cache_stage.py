@@ -1,8 +1,8 @@
 """Pipeline stage: exact + semantic cache lookups and stores, adapting `RequestContext` to
 `cache/` (which knows nothing of HTTP or the gateway's config).
 
-Sets `ctx.cache_status` (`exact | semantic | miss | bypass`), `ctx.cache_similarity` on a
-semantic hit, and records the lookup time as the `cache` stage of `Server-Timing`. A cache
+`lookup` returns a `CacheLookup`: the status (`exact | semantic | miss | bypass`), the
+similarity of a semantic hit, why a lookup was skipped, and the answer on a hit. A cache
 failure never fails a request: lookups become misses, stores are skipped.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 from cache.keys import CacheRequest
 from cache.response_cache import ResponseCache
 from cache.settings import CacheSettings
-from gateway.context import Answer, RequestContext
+from gateway.context import Answer, CacheLookup, RequestContext
 from openai_api import ChatCompletionRequest, CompletionRequest
 
 if TYPE_CHECKING:
@@ -77,32 +77,25 @@ class CacheStage:
             found = self._settings[route.name] = settings_for(route)
         return found
 
-    async def lookup(self, ctx: RequestContext) -> Answer | None:
+    async def lookup(self, ctx: RequestContext) -> CacheLookup:
         settings = self.settings(ctx.route)
         if self.cache is None or not settings.enabled:
-            ctx.cache_status = "bypass"
-            ctx.cache_skipped = "disabled" if self.cache is not None else None
-            return None
+            return CacheLookup("bypass", skipped="disabled" if self.cache is not None else None)
         if (why := _bypass_reason(ctx)) is not None:
-            ctx.cache_status, ctx.cache_skipped = "bypass", why
             self.cache.stats.record(settings.route, "bypasses")
-            return None
-        with ctx.timings.measure("cache"):
-            req = cache_request(ctx, self.config)
-            result = await self.cache.lookup(req, settings, max_age_s=ctx.cache_control.max_age_s)
-        ctx.cache_status = result.status
-        ctx.cache_similarity = result.similarity
-        ctx.cache_skipped = result.skipped
+            return CacheLookup("bypass", skipped=why)
+        req = cache_request(ctx, self.config)
+        result = await self.cache.lookup(req, settings, max_age_s=ctx.cache_control.max_age_s)
         if result.vector is not None and result.status == "miss":
             self._remember(ctx.request_id, result.vector)
         if result.answer is None:
-            return None
+            return CacheLookup(result.status, result.similarity, result.skipped)
         try:
-            return Answer.from_dict(result.answer)
+            answer = Answer.from_dict(result.answer)
         except Exception:  # an unreadable entry is a miss, never an error
             log.warning("unreadable cache entry for %s; serving a miss", ctx.request_id)
-            ctx.cache_status, ctx.cache_similarity = "miss", None
-            return None
+            return CacheLookup("miss", skipped=result.skipped)
+        return CacheLookup(result.status, result.similarity, result.skipped, answer)
 
     async def store(self, ctx: RequestContext, answer: Answer) -> None:
         """Store the answer once it is written: a task of its own runs the store (an

@@ -1,9 +1,10 @@
-"""What one request carries through the gateway's pipeline, stage to stage.
+"""What one request is, and what the pipeline found out answering it.
 
-The pipeline (`gateway/pipeline.py`) creates a `RequestContext` per request; the cache
-stage, the transform stage and the upstream adapters read and annotate it; the HTTP layer
-turns its annotations into response headers (`x-cache`, `x-cache-similarity`,
-`x-headstart-transforms`, `Server-Timing`).
+The request setup (gateway/request_setup.py) makes a `RequestContext` per request: what
+was asked, by whom, on which route, with which cache directives. The stages read it and
+return typed results (`CacheLookup`, a transform plan, `Answered`); the pipeline records
+them in the request's `Report`, and the HTTP layer turns the report into response headers
+(`x-cache`, `x-cache-similarity`, `x-headstart-transforms`, `Server-Timing`, ...).
 """
 
 from __future__ import annotations
@@ -129,9 +130,33 @@ class Answer:
         )
 
 
+@dataclass(frozen=True)
+class CacheLookup:
+    """What the cache stage found for a request: `answer` on a hit."""
+
+    status: CacheStatus
+    similarity: float | None = None  # a semantic hit's
+    skipped: str | None = None  # why the lookup was skipped (x-cache-bypass-reason)
+    answer: Answer | None = None
+
+
+@dataclass
+class Report:
+    """What answering one request found out, recorded by the pipeline from the stages'
+    results; the HTTP layer renders it as headers and the rate limiter settles on `usage`."""
+
+    cache: CacheLookup = CacheLookup("miss")
+    transforms: list[str] = field(default_factory=list)  # e.g. ["window:dropped=4"]
+    upstream: str | None = None  # the upstream that answered
+    endpoint: str | None = None  # the replica that answered, for a fleet upstream
+    upstream_body: bytes | None = None  # a whole answer's bytes, when written unchanged
+    parts_failed: int = 0  # parts of a decomposed request that failed (then not stored)
+    usage: Usage | None = None  # the answer's usage once it is known
+
+
 @dataclass
 class RequestContext:
-    """One request's state through the pipeline."""
+    """One request: set up once, read by every stage."""
 
     request_id: str
     kind: Kind
@@ -142,37 +167,8 @@ class RequestContext:
     namespace: str | None = None  # x-cache-namespace or body.cache.namespace
     session_id: str | None = None  # x-session-id, body.session_id, or the WebSocket's session
     cache_control: CacheControl = field(default_factory=CacheControl)
+    cache_salt: str | None = None  # keys the engine's prefix cache (gateway/kv_isolation.py)
+    limit_headers: list[tuple[bytes, bytes]] = field(default_factory=list)  # x-ratelimit-*
     timings: ServerTiming = field(default_factory=ServerTiming)
     started: float = field(default_factory=time.perf_counter)
-    # annotations set by the stages
-    cache_status: CacheStatus = "miss"
-    cache_similarity: float | None = None
-    cache_skipped: str | None = None  # why a lookup was skipped (x-cache-bypass-reason)
-    transforms: list[str] = field(default_factory=list)  # e.g. ["window:dropped=4", "compress:0.42"]
-    upstream_name: str | None = None
-    endpoint: str | None = None  # the replica that answered, for a fleet upstream
-    upstream_body: bytes | None = None  # a whole answer's bytes, when written unchanged
-    cache_salt: str | None = None  # keys the engine's prefix cache (gateway/kv_isolation.py)
-    usage: Usage | None = None  # the answer's usage once it is known (rate limits settle on it)
-    limit_headers: list[tuple[bytes, bytes]] = field(default_factory=list)  # x-ratelimit-*
-
-    def response_headers(self) -> list[tuple[bytes, bytes]]:
-        """The headers the stages' annotations make, as ASGI sends them: rendered straight
-        to bytes, since a streamed answer's first frame waits on them."""
-        headers = [(b"x-request-id", self.request_id.encode("latin-1")),
-                   (b"x-cache", self.cache_status.encode())]
-        if self.cache_similarity is not None:
-            headers.append((b"x-cache-similarity", b"%.4f" % self.cache_similarity))
-        if self.cache_skipped:
-            headers.append((b"x-cache-bypass-reason", self.cache_skipped.encode("latin-1")))
-        if self.transforms:
-            headers.append((b"x-headstart-transforms", ",".join(self.transforms).encode("latin-1")))
-        if self.timings.stages:
-            headers.append((b"server-timing", self.timings.header()))
-        if self.upstream_name:
-            headers.append((b"x-headstart-upstream", self.upstream_name.encode("latin-1")))
-        if self.endpoint:
-            headers.append((b"x-headstart-endpoint", self.endpoint.encode("latin-1")))
-        if self.limit_headers:
-            headers.extend(self.limit_headers)
-        return headers
+    report: Report = field(default_factory=Report)

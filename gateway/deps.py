@@ -1,5 +1,4 @@
-"""Turning an HTTP request into a `RequestContext` (its body is read and parsed by the wire
-layer, `openai_api.parse`), and the typed dependencies the routers take.
+"""The typed dependencies the routers take.
 
 The gateway's parts live on `app.state` (set by `gateway/app.py`); the providers at the end
 of this file read them there (and `gateway/auth.py`'s `require_tenant` / `require_admin` the
@@ -9,94 +8,20 @@ checked and a test can swap a part with `app.dependency_overrides[get_routes] = 
 
 from __future__ import annotations
 
-import itertools
-import os
-from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends
 from starlette.requests import HTTPConnection
-from starlette.types import Scope
 
 from gateway.auth import Authenticator
 from gateway.cache_stage import CacheStage
-from gateway.config import GatewayConfig, RouteConfig
-from gateway.context import CacheControl, RequestContext
+from gateway.config import GatewayConfig
 from gateway.dashboard.access import check_dashboard_access
 from gateway.dashboard.data import DashboardFeed
-from gateway.kv_isolation import cache_salt_for
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Pipeline
 from gateway.rate_limit import RateLimiter
 from gateway.routing import RouteTable
-from openai_api import APIError, ChatCompletionRequest, CompletionRequest, Kind
-
-
-def header_map(scope: Scope) -> dict[str, str]:
-    """The request's headers as a plain dict (the last of repeated ones): one pass instead
-    of a scan of the header list (and a KeyError when absent) on every lookup."""
-    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-
-
-def request_id_for(conn: HTTPConnection) -> str:
-    """This request's id: the one `RequestIdMiddleware` chose, else the caller's sensible
-    `x-request-id`, else a fresh one."""
-    state = conn.scope.get("state")
-    if state and state.get("request_id"):
-        return state["request_id"]
-    return pick_request_id(conn.headers.get("x-request-id"))
-
-
-_ID_PREFIX = os.urandom(6).hex()  # per process: ids stay unique across workers and restarts
-_ID_COUNTER = itertools.count(int.from_bytes(os.urandom(3), "big"))
-
-
-def pick_request_id(given: str | None) -> str:
-    """The caller's id when sensible, else a new `req-` + 24 hex digits (a random
-    per-process prefix and a counter: no system call per request, unlike uuid4)."""
-    if given and len(given) <= 128 and given.isprintable():
-        return given
-    return f"req-{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFFFFFF:012x}"
-
-
-def build_context(
-    conn: HTTPConnection,
-    kind: Kind,
-    body: ChatCompletionRequest | CompletionRequest,
-    route: RouteConfig,
-    tenant: str | None,
-    *,
-    session_id: str | None = None,
-    headers: Mapping[str, str] | None = None,
-    keyed: bool = False,
-) -> RequestContext:
-    """Collect the per-request controls (headers or body fields) for a request `route`
-    serves (`RouteTable.resolve`). `headers`: the connection's headers already read into a
-    dict (`header_map`). `keyed`: the gateway has API keys (`kv_isolation`'s default)."""
-    if headers is None:
-        headers = conn.headers
-    cache_opts: dict[str, Any] = body.cache or {}
-    namespace = None
-    if route.cache.namespace_header:
-        namespace = headers.get("x-cache-namespace") or cache_opts.get("namespace")
-        if namespace is not None and not isinstance(namespace, str):
-            raise APIError(400, "cache.namespace must be a string", param="cache.namespace")
-    try:
-        cache_control = CacheControl.parse(headers.get("cache-control"), cache_opts)
-    except (TypeError, ValueError):
-        raise APIError(400, "cache.max_age must be a number", param="cache.max_age") from None
-    return RequestContext(
-        request_id=request_id_for(conn),
-        kind=kind,
-        body=body,
-        route=route,
-        tenant=tenant,
-        namespace=namespace,
-        session_id=session_id or headers.get("x-session-id") or body.session_id,
-        cache_control=cache_control,
-        cache_salt=cache_salt_for(route, tenant, body.cache_salt, keyed),
-    )
-
 
 # ---------------------------------------------------------------- typed dependencies
 # One provider per part of the gateway; FastAPI resolves each once per request. The parts

@@ -22,12 +22,12 @@ from starlette.types import Receive, Scope, Send
 from gateway.auth import Authenticator
 from gateway.coalesced_send import CoalescedSend
 from gateway.cors import CorsPolicy
-from gateway.deps import build_context, header_map, pick_request_id
 from gateway.pipeline import Pipeline
 from gateway.rate_limit import RateLimiter
+from gateway.request_setup import admit, header_map, pick_request_id
 from gateway.responses import ClientWatch, send_json, write_answer
 from gateway.routing import RouteTable
-from openai_api import ENDPOINTS, APIError, parse_model, receive_body
+from openai_api import ENDPOINTS, APIError, receive_body
 
 log = logging.getLogger("headstart.gateway")
 
@@ -65,7 +65,6 @@ async def serve_generation(deps: GenerationDeps, scope: Scope, receive: Receive,
                            endpoint: str, route_name: str | None) -> None:
     """Answer one request on a generation endpoint; never raises for the request's own
     failures (they become error responses), only for the server's shutdown."""
-    kind, model = ENDPOINTS[endpoint].kind, ENDPOINTS[endpoint].request
     request = Request(scope, receive)
     headers = header_map(scope)
     request_id = pick_request_id(headers.get("x-request-id"))
@@ -79,14 +78,10 @@ async def serve_generation(deps: GenerationDeps, scope: Scope, receive: Receive,
         if scope["method"] != "POST":
             raise APIError(405, f"Method {scope['method']} is not allowed on {scope['path']}")
         caller = deps.auth.caller_for(request)
-        tenant = None if caller is None else caller.tenant
         raw = await receive_body(receive, headers.get("content-length"), deps.max_body_bytes)
-        body = parse_model(raw, model)
-        route = deps.routes.resolve(body.model, route_name)
-        ctx = build_context(request, kind, body, route, tenant, headers=headers,
-                            keyed=not deps.auth.open)
-        ctx.client_json = raw
-        settlement = await deps.rate_limits.check(ctx, caller)
+        ctx, settlement = await admit(raw, ENDPOINTS[endpoint], request, routes=deps.routes,
+                                      rate_limits=deps.rate_limits, route_name=route_name,
+                                      caller=caller, keyed=not deps.auth.open, headers=headers)
         watch = ClientWatch(receive)
         await write_answer(ctx, deps.pipeline, out)
     except asyncio.CancelledError:

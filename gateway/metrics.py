@@ -7,6 +7,7 @@ rather than mirrored on every request, so exporting them costs the request path 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
@@ -238,3 +239,11 @@ class EngineSeries:
                 into.samples += [s._replace(labels={**s.labels, "upstream": upstream or ""})
                                  for s in family.samples]
         yield from merged.values()
+
+
+def later(record: Callable[..., object], *args: object) -> None:
+    """Run `record(*args)` once the current step of the request's task is done: after the
+    answer (or its first frame) is written. After the gateway idles on the upstream, every
+    line of Python runs from cold caches, and bookkeeping done before the write would add
+    to the client's latency."""
+    asyncio.get_running_loop().call_soon(record, *args)

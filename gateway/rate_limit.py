@@ -160,9 +160,10 @@ class Settlement:
     estimate: int
 
     async def settle(self, ctx: RequestContext) -> None:
-        if ctx.usage is None or not ctx.usage.total_tokens:
+        usage = ctx.report.usage
+        if usage is None or not usage.total_tokens:
             return  # unknown (an error or an abort): the estimate stands
-        delta = ctx.usage.total_tokens - self.estimate
+        delta = usage.total_tokens - self.estimate
         if delta:
             await _quietly(self.limiter.buckets.settle([(b, delta) for b in self.buckets]))
 

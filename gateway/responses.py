@@ -24,9 +24,9 @@ from starlette.types import Receive
 
 from gateway.coalesced_send import CoalescedSend
 from gateway.context import RequestContext
-from gateway.pipeline import Chunk, Pipeline, unfinished
+from gateway.pipeline import Pipeline, unfinished
 from gateway.sse import write_sse
-from openai_api import APIError
+from openai_api import APIError, Chunk
 from openai_api.assemble import Assembler
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -66,6 +66,31 @@ class ClientWatch:
         self._watch.cancel()
 
 
+def response_headers(ctx: RequestContext) -> list[tuple[bytes, bytes]]:
+    """The headers of an answer, from what the pipeline found out (`ctx.report`), as ASGI
+    sends them: rendered straight to bytes, since a streamed answer's first frame waits on
+    them."""
+    report = ctx.report
+    cache = report.cache
+    headers = [(b"x-request-id", ctx.request_id.encode("latin-1")),
+               (b"x-cache", cache.status.encode())]
+    if cache.similarity is not None:
+        headers.append((b"x-cache-similarity", b"%.4f" % cache.similarity))
+    if cache.skipped:
+        headers.append((b"x-cache-bypass-reason", cache.skipped.encode("latin-1")))
+    if report.transforms:
+        headers.append((b"x-headstart-transforms", ",".join(report.transforms).encode("latin-1")))
+    if ctx.timings.stages:
+        headers.append((b"server-timing", ctx.timings.header()))
+    if report.upstream:
+        headers.append((b"x-headstart-upstream", report.upstream.encode("latin-1")))
+    if report.endpoint:
+        headers.append((b"x-headstart-endpoint", report.endpoint.encode("latin-1")))
+    if ctx.limit_headers:
+        headers.extend(ctx.limit_headers)
+    return headers
+
+
 async def send_json(send: CoalescedSend, status: int, body: bytes,
                     headers: list[tuple[bytes, bytes]]) -> None:
     """A whole JSON response, status line to body in one write."""
@@ -84,8 +109,8 @@ async def write_answer(ctx: RequestContext, pipeline: Pipeline, send: CoalescedS
     if pipeline.answers_whole(ctx):
         answer = await pipeline.answer_whole(ctx)
         ctx.timings.add("total", (time.perf_counter() - ctx.started) * 1000)
-        body = ctx.upstream_body or answer.model_dump_json().encode()
-        await send_json(send, 200, body, ctx.response_headers())
+        body = ctx.report.upstream_body or answer.model_dump_json().encode()
+        await send_json(send, 200, body, response_headers(ctx))
         return
     assembler = Assembler(ctx.kind, ctx.body.model)
     chunks = pipeline.run(ctx, split=False, assembler=assembler)  # fills `assembler`
@@ -96,7 +121,7 @@ async def write_answer(ctx: RequestContext, pipeline: Pipeline, send: CoalescedS
         raise unfinished(ctx)
     ctx.timings.add("total", (time.perf_counter() - ctx.started) * 1000)
     body = assembler.response().model_dump_json().encode()
-    await send_json(send, 200, body, ctx.response_headers())
+    await send_json(send, 200, body, response_headers(ctx))
 
 
 async def _stream(ctx: RequestContext, chunks: AsyncIterator[Chunk], send: CoalescedSend) -> None:
@@ -107,16 +132,6 @@ async def _stream(ctx: RequestContext, chunks: AsyncIterator[Chunk], send: Coale
     except BaseException:
         await chunks.aclose()  # type: ignore[attr-defined]
         raise
-    start: dict[str, Any] | None = {"type": "http.response.start", "status": 200,
-                                    "headers": ctx.response_headers() + SSE_HEADERS}
-
-    async def write(frame: bytes, last: bool) -> None:
-        nonlocal start
-        body = {"type": "http.response.body", "body": frame, "more_body": not last}
-        if start is None:
-            await send(body)
-        else:  # the headers go out with the first frame
-            await send.send_all(start, body)
-            start = None
-
-    await write_sse(first, chunks, ctx.body.wants_usage_chunk(), write)
+    start = {"type": "http.response.start", "status": 200,
+             "headers": response_headers(ctx) + SSE_HEADERS}
+    await write_sse(first, chunks, ctx.body.wants_usage_chunk(), send, start)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 
 from pydantic import BaseModel
+from starlette.types import Message
 
+from gateway.coalesced_send import CoalescedSend
 from openai_api import APIError, ChatCompletionChunk, Completion
 
 log = logging.getLogger("headstart.gateway")
@@ -54,12 +56,24 @@ def error_frame(err: APIError) -> bytes:
 
 
 async def write_sse(first: Chunk, rest: AsyncIterator[Chunk], include_usage: bool,
-                    write: Callable[[bytes, bool], Awaitable[None]]) -> None:
-    """`first`, then the chunks of `rest`, written as frames with `write(frame, last)`;
-    `[DONE]` (or an error frame, for an exception mid-stream) is the last. The usage-only
-    chunk is written only with `include_usage` (as OpenAI does). `rest` is closed however
-    this ends, which aborts the upstream request when the client has gone. One loop rather
-    than a chain of generators: each chunk of each stream passes through here."""
+                    send: CoalescedSend, start: Message) -> None:
+    """`first`, then the chunks of `rest`, written as frames to `send`, `start` (the status
+    line and headers) in the same write as the first; `[DONE]` (or an error frame, for an
+    exception mid-stream) is the last. The usage-only chunk is written only with
+    `include_usage` (as OpenAI does). `rest` is closed however this ends, which aborts the
+    upstream request when the client has gone. One loop rather than a chain of generators:
+    each chunk of each stream passes through here."""
+    pending: Message | None = start
+
+    async def write(frame: bytes, last: bool) -> None:
+        nonlocal pending
+        body = {"type": "http.response.body", "body": frame, "more_body": not last}
+        if pending is None:
+            await send(body)
+        else:  # the headers go out with the first frame
+            await send.send_all(pending, body)
+            pending = None
+
     chunk: Chunk | None = first
     try:
         async with aclosing(rest):  # type: ignore[type-var]

@@ -45,11 +45,19 @@ from openai_api.models import (
     now,
 )
 from openai_api.parse import DEFAULT_BODY_LIMIT, parse_body, parse_model, read_body, receive_body
-from openai_api.registry import ENDPOINTS, Answer, Chunk, Endpoint, GenerationRequest, Kind, kind_of
+from openai_api.registry import (
+    ENDPOINTS,
+    Chunk,
+    Endpoint,
+    GenerationRequest,
+    Kind,
+    WholeAnswer,
+    kind_of,
+)
 
 __all__ = [
     "DEFAULT_BODY_LIMIT", "DEFAULT_TEMPERATURE", "ENDPOINTS", "ERROR_TYPES", "MAX_CHOICES",
-    "APIError", "Answer", "AssistantMessage", "ChatChoice", "ChatCompletion",
+    "APIError", "WholeAnswer", "AssistantMessage", "ChatChoice", "ChatCompletion",
     "ChatCompletionChunk", "ChatCompletionRequest", "ChatMessage", "ChoiceLogprobs",
     "ChunkChoice", "Chunk", "Completion", "CompletionChoice", "CompletionLogprobs",
     "CompletionRequest", "DeltaMessage", "Endpoint", "ErrorDetail", "ErrorResponse",

@@ -24,7 +24,7 @@ from openai_api.models import (
 Kind = Literal["chat", "completion"]
 GenerationRequest = ChatCompletionRequest | CompletionRequest
 Chunk = ChatCompletionChunk | Completion  # a legacy completion streams in its own shape
-Answer = ChatCompletion | Completion
+WholeAnswer = ChatCompletion | Completion
 
 
 @dataclass(frozen=True)

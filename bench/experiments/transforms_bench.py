@@ -21,16 +21,19 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from engine import AsyncEngine, EngineConfig  # noqa: E402
+from engine import AsyncEngine, EngineConfig, OpenAIEngine  # noqa: E402
+from gateway.cache_stage import CacheStage  # noqa: E402
 from gateway.config import GatewayConfig  # noqa: E402
 from gateway.context import RequestContext  # noqa: E402
+from gateway.metrics import GatewayMetrics  # noqa: E402
+from gateway.pipeline import Pipeline  # noqa: E402
 from gateway.transform_stage import TransformStage, _shared_embed  # noqa: E402
+from gateway.upstream_call import UpstreamCaller  # noqa: E402
 from gateway.upstreams.engine import EngineUpstream  # noqa: E402
 from openai_api import ChatCompletionRequest, new_id  # noqa: E402
 from prompts.compress import Compressor, CompressSettings  # noqa: E402
@@ -75,14 +78,12 @@ class Bench:
         self.config = GatewayConfig.from_dict({
             "upstreams": {"local": {"kind": "engine"}},
             "routes": [{"models": [r["name"]], "upstream": "local", **r} for r in ROUTES]})
-        self.upstream = EngineUpstream(self.config.upstreams["local"], self.engine)
-        self.stage = TransformStage(self.config, self.engine)
-
-    def forward(self, ctx: RequestContext, request: ChatCompletionRequest) -> Any:
-        """The stage's way upstream (`Forwarder`): straight to the engine, no pipeline."""
-        return self.upstream.stream(request, ctx)
-
-    forward_part = forward
+        upstream = EngineUpstream(self.config.upstreams["local"], OpenAIEngine(self.engine))
+        metrics = GatewayMetrics()
+        caller = UpstreamCaller({"local": upstream}, metrics)
+        # the gateway's own path without the caches: transforms, then the engine in-process
+        self.pipeline = Pipeline(CacheStage(None, self.config),
+                                 TransformStage(self.config, caller, self.engine), caller, metrics)
 
     async def ask(self, route: str, messages: list[dict], max_tokens: int = 16) -> Run:
         body = ChatCompletionRequest(model=route, messages=messages, max_tokens=max_tokens,
@@ -90,7 +91,7 @@ class Bench:
         ctx = RequestContext(request_id=new_id("bench"), kind="chat", body=body,
                              route=self.config.route(route))
         t0, first, parts, usage = time.perf_counter(), None, [], None
-        async for chunk in self.stage.run(ctx, self):
+        async for chunk in self.pipeline.run(ctx):
             usage = chunk.usage or usage
             for choice in chunk.choices:
                 if choice.delta.content and first is None:
@@ -98,7 +99,7 @@ class Bench:
                 parts.append(choice.delta.content or "")
         total = time.perf_counter() - t0
         return Run(route, (first or time.perf_counter()) - t0, total, usage.prompt_tokens,
-                   usage.prompt_tokens_details.cached_tokens, "".join(parts), ctx.transforms)
+                   usage.prompt_tokens_details.cached_tokens, "".join(parts), ctx.report.transforms)
 
 
 def summarise(runs: list[Run]) -> dict:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from engine.logprobs import chat_logprobs, completion_logprobs
 from engine.serving.choices import IndexedDelta
 from openai_api import (
-    Answer,
     APIError,
     ChatCompletionChunk,
     Chunk,
@@ -26,6 +25,7 @@ from openai_api import (
     DeltaMessage,
     Kind,
     Usage,
+    WholeAnswer,
     new_id,
     now,
 )
@@ -121,7 +121,7 @@ async def stream_completion(deltas: AsyncIterator[IndexedDelta], *, model: str, 
                          usage=usage_of(lasts, n))
 
 
-async def fold(chunks: AsyncIterator[Chunk], kind: Kind, model: str) -> Answer:
+async def fold(chunks: AsyncIterator[Chunk], kind: Kind, model: str) -> WholeAnswer:
     """One non-streamed answer from the whole stream of chunks (asked with usage); every
     choice must have finished."""
     assembler = Assembler(kind, model)

@@ -14,9 +14,14 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from engine.outputs import GenerationDelta
 from engine.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from engine.async_engine import AsyncEngine
+    from engine.serving.metrics import EngineMetrics
 
 IndexedDelta = tuple[int, GenerationDelta]
 Prompt = tuple[list[int], SamplingParams]  # token ids and how to sample from them
@@ -37,6 +42,16 @@ def choice_requests(prompts: list[Prompt], n: int,
             params = replace(params, seed=params.seed + index % n)
         out.append((ids, params, f"{request_id}-{index}"))
     return out
+
+
+def start_choice(engine: AsyncEngine, metrics: EngineMetrics, endpoint: str,
+                 session_id: str | None, cache_salt: str | None, ids: list[int],
+                 params: SamplingParams, request_id: str) -> AsyncIterator[GenerationDelta]:
+    """One choice as one engine request, its latencies observed (a `Start` once the first
+    five arguments are bound)."""
+    deltas = engine.generate(ids, params, request_id=request_id, session_id=session_id,
+                             cache_salt=cache_salt)
+    return metrics.observe(deltas, endpoint)
 
 
 def generate_choices(start: Start, prompts: list[Prompt], n: int,

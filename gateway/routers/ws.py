@@ -32,12 +32,13 @@ from gateway.deps import (
     PipelineDep,
     RateLimitsDep,
     RoutesDep,
-    build_context,
 )
 from gateway.pipeline import Pipeline
 from gateway.rate_limit import RateLimiter
+from gateway.request_setup import admit
+from gateway.responses import response_headers
 from gateway.routing import RouteTable
-from openai_api import APIError, ChatCompletionRequest, parse_model
+from openai_api import ENDPOINTS, APIError
 
 router = APIRouter(tags=["websocket"])
 log = logging.getLogger("headstart.gateway")
@@ -145,12 +146,10 @@ async def _answer(sock: Socket, raw: bytes) -> None:
         if len(raw) > limit:
             raise APIError(413, f"Message too large: the limit is {limit} bytes",
                            code="request_too_large")
-        body = parse_model(raw, ChatCompletionRequest)
-        route = sock.routes.resolve(body.model, sock.route_name)
-        tenant = None if sock.caller is None else sock.caller.tenant
-        ctx = build_context(websocket, "chat", body, route, tenant, session_id=sock.session_id,
-                            keyed=sock.keyed)
-        settlement = await sock.rate_limits.check(ctx, sock.caller)
+        ctx, settlement = await admit(raw, ENDPOINTS["chat/completions"], websocket,
+                                      routes=sock.routes, rate_limits=sock.rate_limits,
+                                      route_name=sock.route_name, caller=sock.caller,
+                                      keyed=sock.keyed, session_id=sock.session_id)
         chunks = sock.pipeline.run(ctx)
         async with aclosing(chunks):  # the client leaving mid-answer aborts the upstream
             async for chunk in chunks:
@@ -161,7 +160,7 @@ async def _answer(sock: Socket, raw: bytes) -> None:
     finally:
         if settlement is not None:
             sock.rate_limits.settle_later(settlement, ctx)
-    headers = {k.decode(): v.decode("latin-1") for k, v in ctx.response_headers()}
+    headers = {k.decode(): v.decode("latin-1") for k, v in response_headers(ctx)}
     done: dict[str, Any] = {"type": "done", "request_id": ctx.request_id, "headers": headers}
     await websocket.send_text(json.dumps(done))
 

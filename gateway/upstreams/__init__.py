@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from gateway.config import GatewayConfig, UpstreamConfig
 from gateway.upstreams.base import Upstream
+from gateway.upstreams.call import UpstreamCall
 
 if TYPE_CHECKING:
     from engine import OpenAIEngine
@@ -40,4 +41,4 @@ def build_upstreams(config: GatewayConfig,
             for name, up in config.upstreams.items()}
 
 
-__all__ = ["Upstream", "build_upstream", "build_upstreams"]
+__all__ = ["Upstream", "UpstreamCall", "build_upstream", "build_upstreams"]

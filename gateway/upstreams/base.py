@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from gateway.config import UpstreamConfig
-from gateway.context import RequestContext
+from gateway.upstreams.call import UpstreamCall
 from openai_api import (
     APIError,
     ChatCompletion,
@@ -42,12 +42,12 @@ class Upstream(ABC):
 
     @abstractmethod
     def stream_chat(
-        self, request: ChatCompletionRequest, ctx: RequestContext
+        self, request: ChatCompletionRequest, call: UpstreamCall
     ) -> AsyncIterator[ChatCompletionChunk]: ...
 
     @abstractmethod
     def stream_completion(
-        self, request: CompletionRequest, ctx: RequestContext
+        self, request: CompletionRequest, call: UpstreamCall
     ) -> AsyncIterator[Completion]: ...
 
     def answers_whole(self, request: ChatCompletionRequest | CompletionRequest) -> bool:
@@ -55,16 +55,16 @@ class Upstream(ABC):
         return False
 
     async def answer(self, request: ChatCompletionRequest | CompletionRequest,
-                     ctx: RequestContext) -> ChatCompletion | Completion:
+                     call: UpstreamCall) -> ChatCompletion | Completion:
         """The whole answer to a request this upstream `answers_whole`."""
         raise NotImplementedError(f"upstream '{self.name}' streams its answers")
 
     def stream(
-        self, request: ChatCompletionRequest | CompletionRequest, ctx: RequestContext
+        self, request: ChatCompletionRequest | CompletionRequest, call: UpstreamCall
     ) -> AsyncIterator[ChatCompletionChunk | Completion]:
         if isinstance(request, ChatCompletionRequest):
-            return self.stream_chat(request, ctx)
-        return self.stream_completion(request, ctx)
+            return self.stream_chat(request, call)
+        return self.stream_completion(request, call)
 
     async def start(self) -> None:
         """Open pools or load models (called once by the app's lifespan)."""

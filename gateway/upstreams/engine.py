@@ -13,8 +13,8 @@ from contextlib import aclosing
 
 from engine import OpenAIEngine
 from gateway.config import UpstreamConfig
-from gateway.context import RequestContext
 from gateway.upstreams.base import Upstream
+from gateway.upstreams.call import UpstreamCall
 from openai_api import (
     APIError,
     ChatCompletionChunk,
@@ -30,17 +30,17 @@ class EngineUpstream(Upstream):
         self.engine = engine
 
     def stream_chat(self, request: ChatCompletionRequest,
-                    ctx: RequestContext) -> AsyncIterator[ChatCompletionChunk]:
-        return self._stream(request, ctx)  # type: ignore[return-value]
+                    call: UpstreamCall) -> AsyncIterator[ChatCompletionChunk]:
+        return self.stream(request, call)  # type: ignore[return-value]
 
     def stream_completion(self, request: CompletionRequest,
-                          ctx: RequestContext) -> AsyncIterator[Completion]:
-        return self._stream(request, ctx)  # type: ignore[return-value]
+                          call: UpstreamCall) -> AsyncIterator[Completion]:
+        return self.stream(request, call)  # type: ignore[return-value]
 
-    async def _stream(self, request: ChatCompletionRequest | CompletionRequest,
-                      ctx: RequestContext) -> AsyncIterator[ChatCompletionChunk | Completion]:
-        chunks = self.engine.stream(request, request_id=ctx.request_id,
-                                    session_id=ctx.session_id, cache_salt=ctx.cache_salt)
+    async def stream(self, request: ChatCompletionRequest | CompletionRequest,
+                     call: UpstreamCall) -> AsyncIterator[ChatCompletionChunk | Completion]:
+        chunks = self.engine.stream(request, request_id=call.request_id,
+                                    session_id=call.session_id, cache_salt=call.cache_salt)
         try:
             async with aclosing(chunks):
                 async for chunk in chunks:

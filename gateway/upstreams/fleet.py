@@ -7,7 +7,7 @@ exactly as for a single `base_url`. A replica that refuses the connection, times
 answers 5xx/429 before its first chunk is left for the next best one; a connection refused
 also ejects it until a probe passes (`gateway/fleet/monitor.py`). A stream that breaks
 after its first chunk cannot move (the client has its start): it ends with an error naming
-the replica. `ctx.endpoint` (the `x-headstart-endpoint` header) names the replica that
+the replica. `call.endpoint` (the `x-headstart-endpoint` header) names the replica that
 answered.
 """
 
@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 
 from engine import load_tokenizer
 from gateway.config import UpstreamConfig
-from gateway.context import RequestContext
 from gateway.fleet.block_locator import BlockLocator
 from gateway.fleet.endpoints import Endpoint, EndpointSpec
 from gateway.fleet.health import ReplicaLoad
@@ -33,6 +32,7 @@ from gateway.fleet.monitor import FleetMonitor
 from gateway.fleet.picker import EndpointPicker, Pick, PickerSettings
 from gateway.fleet.prompt_tokens import PromptTokens
 from gateway.upstreams.base import Upstream
+from gateway.upstreams.call import UpstreamCall
 from gateway.upstreams.openai_compat import OpenAICompatUpstream
 from openai_api import (
     APIError,
@@ -142,31 +142,31 @@ class FleetUpstream(Upstream):
     # ---------------------------------------------------------------- requests
 
     def stream_chat(self, request: ChatCompletionRequest,
-                    ctx: RequestContext) -> AsyncIterator[ChatCompletionChunk]:
-        return self._stream(request, ctx)
+                    call: UpstreamCall) -> AsyncIterator[ChatCompletionChunk]:
+        return self._stream(request, call)
 
     def stream_completion(self, request: CompletionRequest,
-                          ctx: RequestContext) -> AsyncIterator[Completion]:
-        return self._stream(request, ctx)
+                          call: UpstreamCall) -> AsyncIterator[Completion]:
+        return self._stream(request, call)
 
     def answers_whole(self, request: Request) -> bool:
         return self._template.answers_whole(request)
 
-    async def answer(self, request: Request, ctx: RequestContext) -> ChatCompletion | Completion:
-        async for attempt in self._attempts(request, ctx):
-            answer = await self._first(attempt, ctx, self.replicas[attempt.pick.endpoint].answer(
-                request, ctx), None)
+    async def answer(self, request: Request, call: UpstreamCall) -> ChatCompletion | Completion:
+        async for attempt in self._attempts(request, call):
+            answer = await self._first(attempt, call, self.replicas[attempt.pick.endpoint].answer(
+                request, call), None)
             if answer is not None:
                 self._answered(attempt, answer.usage)
                 return answer
         raise AssertionError("unreachable: _attempts raises when it runs out")
 
-    async def _stream(self, request: Request, ctx: RequestContext) -> AsyncIterator[Any]:
+    async def _stream(self, request: Request, call: UpstreamCall) -> AsyncIterator[Any]:
         timeout = self.config.first_token_timeout_s if self._template.streamed(request) else None
-        async for attempt in self._attempts(request, ctx):
+        async for attempt in self._attempts(request, call):
             url = attempt.pick.endpoint
-            stream = self.replicas[url].stream(request, ctx)
-            first = await self._first(attempt, ctx, anext(stream), timeout)
+            stream = self.replicas[url].stream(request, call)
+            first = await self._first(attempt, call, anext(stream), timeout)
             if first is None:
                 await stream.aclose()
                 continue
@@ -191,10 +191,10 @@ class FleetUpstream(Upstream):
                     self.metrics.requests.labels(self.name, url, outcome).inc()
             return
 
-    async def _attempts(self, request: Request, ctx: RequestContext) -> AsyncIterator[Attempt]:
+    async def _attempts(self, request: Request, call: UpstreamCall) -> AsyncIterator[Attempt]:
         """The replicas to try in turn, best first; once none is left, raises the last
         failure (or a 503 when no replica is up)."""
-        keys, tokens = self.prompts.keys(request, ctx.cache_salt) if self.prompts is not None else ([], 0)
+        keys, tokens = self.prompts.keys(request, call.cache_salt) if self.prompts is not None else ([], 0)
         tried: set[str] = set()
         error: APIError | None = None
         # every replica looks down: try them anyway (a refusal is quick, a probe may be late)
@@ -206,15 +206,15 @@ class FleetUpstream(Upstream):
                     503, "no healthy endpoint" + (f" ({len(tried)} tried)" if tried else ""),
                     code="upstream_unavailable")
             pick = self.picker.pick(candidates, self.tracker.loads, keys=keys,
-                                    prompt_tokens=tokens, session_id=ctx.session_id)
+                                    prompt_tokens=tokens, session_id=call.session_id)
             tried.add(pick.endpoint)
-            self.picker.record(pick, keys, ctx.session_id)
+            self.picker.record(pick, keys, call.session_id)
             self.metrics.picks.labels(self.name, pick.endpoint, pick.reason).inc()
             attempt = Attempt(pick, self.tracker.sent(pick.endpoint, pick.new_tokens))
             yield attempt
             error = attempt.error
 
-    async def _first(self, attempt: Attempt, ctx: RequestContext, first: Awaitable[T],
+    async def _first(self, attempt: Attempt, call: UpstreamCall, first: Awaitable[T],
                      timeout: float | None) -> T | None:
         """The replica's first chunk (or whole answer); None when it failed in a way another
         replica may not (`attempt.error`), after which the next attempt follows."""
@@ -236,7 +236,7 @@ class FleetUpstream(Upstream):
         else:
             self.tracker.first_token(attempt.ticket)
             self.metrics.ttft.labels(self.name, url).observe(time.perf_counter() - attempt.t0)
-            ctx.endpoint = url
+            call.endpoint = url
             return result
         self.tracker.finished(attempt.ticket)
         if error.status < 500 and error.status != 429:

@@ -17,8 +17,8 @@ from typing import Any
 
 import openai
 
-from gateway.context import RequestContext
 from gateway.upstreams.base import Upstream
+from gateway.upstreams.call import UpstreamCall
 from openai_api import (
     APIError,
     ChatCompletionChunk,
@@ -39,7 +39,7 @@ _PASSED = ("max_tokens", "temperature", "top_p", "stop", "seed", "presence_penal
 
 class LiteLLMUpstream(Upstream):
     def _kwargs(self, request: ChatCompletionRequest | CompletionRequest,
-                ctx: RequestContext) -> dict[str, Any]:
+                call: UpstreamCall) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": self.config.model,
             "drop_params": True,  # providers differ in what they accept
@@ -59,20 +59,20 @@ class LiteLLMUpstream(Upstream):
         if self.config.api_key:
             kwargs["api_key"] = self.config.api_key
         headers = dict(self.config.headers)
-        if ctx.session_id:
-            headers["x-session-id"] = ctx.session_id
+        if call.session_id:
+            headers["x-session-id"] = call.session_id
         if headers:
             kwargs["extra_headers"] = headers
         return kwargs
 
     async def stream_chat(
-        self, request: ChatCompletionRequest, ctx: RequestContext
+        self, request: ChatCompletionRequest, call: UpstreamCall
     ) -> AsyncIterator[ChatCompletionChunk]:
         import litellm
 
         messages = [m.model_dump(exclude_none=True) for m in request.messages]
         stream = await self._call(litellm.acompletion(messages=messages,
-                                                      **self._kwargs(request, ctx)))
+                                                      **self._kwargs(request, call)))
         if request.choice_count() > 1:
             yield _chat_chunk(_whole_as_delta(stream.model_dump()), request.model)
             return
@@ -83,12 +83,12 @@ class LiteLLMUpstream(Upstream):
             await _close(stream)
 
     async def stream_completion(
-        self, request: CompletionRequest, ctx: RequestContext
+        self, request: CompletionRequest, call: UpstreamCall
     ) -> AsyncIterator[Completion]:
         import litellm
 
         stream = await self._call(litellm.atext_completion(prompt=request.prompt,
-                                                           **self._kwargs(request, ctx)))
+                                                           **self._kwargs(request, call)))
         if request.choice_count() > 1:
             yield _completion_chunk(stream.model_dump(), request.model)
             return

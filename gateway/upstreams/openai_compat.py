@@ -27,9 +27,9 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
 
 from gateway.config import UpstreamConfig
-from gateway.context import RequestContext
 from gateway.sse import SSEDataReader, keep_wire
 from gateway.upstreams.base import Upstream
+from gateway.upstreams.call import UpstreamCall
 from gateway.upstreams.http_pool import ConnectFailed, HTTPPool, Response
 from openai_api import (
     APIError,
@@ -74,14 +74,14 @@ class OpenAICompatUpstream(Upstream):
         return bool(request.stream) or self.config.always_stream
 
     def stream_chat(
-        self, request: ChatCompletionRequest, ctx: RequestContext
+        self, request: ChatCompletionRequest, call: UpstreamCall
     ) -> AsyncIterator[ChatCompletionChunk]:
-        return self._stream("/chat/completions", request, ctx, ChatCompletionChunk)
+        return self._stream("/chat/completions", request, call, ChatCompletionChunk)
 
     def stream_completion(
-        self, request: CompletionRequest, ctx: RequestContext
+        self, request: CompletionRequest, call: UpstreamCall
     ) -> AsyncIterator[Completion]:
-        return self._stream("/completions", request, ctx, Completion)
+        return self._stream("/completions", request, call, Completion)
 
     def _payload(self, request: ChatCompletionRequest | CompletionRequest) -> dict[str, Any]:
         payload = request.model_dump(exclude_none=True, exclude=_NOT_FORWARDED)
@@ -94,17 +94,17 @@ class OpenAICompatUpstream(Upstream):
         return payload
 
     def _json(self, request: ChatCompletionRequest | CompletionRequest,
-              ctx: RequestContext) -> bytes:
+              call: UpstreamCall) -> bytes:
         """`_payload` as JSON, or the client's own bytes when they say the same: the
         client's request as it came, for this model name, with none of the fields
         `_payload` drops or changes and no top-level null (nested values go as written),
         unstreamed or streamed at the client's asking (the usage option then goes in as
         the object's first member). Rendering it again would cost about 40 µs on the
         request's way upstream once the gateway has idled."""
-        if ctx.cache_salt != request.cache_salt:  # the gateway's salt (gateway/kv_isolation.py)
-            return to_json({**self._payload(request), "cache_salt": ctx.cache_salt})
-        raw = ctx.client_json
-        if (raw is not None and request is ctx.body
+        if call.cache_salt != request.cache_salt:  # the gateway's salt (gateway/kv_isolation.py)
+            return to_json({**self._payload(request), "cache_salt": call.cache_salt})
+        raw = call.client_json
+        if (raw is not None
                 and self.model_for(request.model) == request.model
                 and (request.stream or not self.config.always_stream)):
             fields = request.model_fields_set
@@ -120,9 +120,9 @@ class OpenAICompatUpstream(Upstream):
         return not self.streamed(request)
 
     async def answer(self, request: ChatCompletionRequest | CompletionRequest,
-                     ctx: RequestContext) -> ChatCompletion | Completion:
+                     call: UpstreamCall) -> ChatCompletion | Completion:
         chat = isinstance(request, ChatCompletionRequest)
-        response = await self._post("/chat/completions" if chat else "/completions", request, ctx)
+        response = await self._post("/chat/completions" if chat else "/completions", request, call)
         async with response:
             try:
                 raw = await response.read()
@@ -131,15 +131,15 @@ class OpenAICompatUpstream(Upstream):
             if response.status >= 400:
                 raise self._status_error(response.status, raw)
             answer = self._parse(raw, ChatCompletion if chat else Completion)
-            ctx.upstream_body = raw  # valid as it came: the client may get these very bytes
+            call.body = raw  # valid as it came: the client may get these very bytes
             return answer
 
-    async def _post(self, path: str, request: Any, ctx: RequestContext) -> Response:
+    async def _post(self, path: str, request: Any, call: UpstreamCall) -> Response:
         """The upstream's response to `request` once its status and headers are in."""
-        headers = {"x-request-id": ctx.request_id}
-        if ctx.session_id:
-            headers["x-session-id"] = ctx.session_id
-        data = self._json(request, ctx)
+        headers = {"x-request-id": call.request_id}
+        if call.session_id:
+            headers["x-session-id"] = call.session_id
+        data = self._json(request, call)
         try:
             return await self.pool().post(path, data, headers)
         except TimeoutError:
@@ -151,13 +151,13 @@ class OpenAICompatUpstream(Upstream):
         except OSError as e:  # connected, then dropped before an answer
             raise self.error(502, f"{type(e).__name__}: {e}", code="upstream_error") from None
 
-    async def _stream(self, path: str, request: Any, ctx: RequestContext,
+    async def _stream(self, path: str, request: Any, call: UpstreamCall,
                       chunk_type: type[BaseModel]) -> AsyncIterator[Any]:
         if not self.streamed(request):  # the whole answer as one chunk
-            answer = await self.answer(request, ctx)
+            answer = await self.answer(request, call)
             yield as_chunk(answer) if isinstance(answer, ChatCompletion) else answer
             return
-        response = await self._post(path, request, ctx)
+        response = await self._post(path, request, call)
         async with response:
             try:
                 if response.status >= 400:

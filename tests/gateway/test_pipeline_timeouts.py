@@ -23,7 +23,8 @@ from gateway.context import RequestContext
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Pipeline
 from gateway.transform_stage import TransformStage
-from gateway.upstreams import Upstream
+from gateway.upstream_call import UpstreamCaller
+from gateway.upstreams import Upstream, UpstreamCall
 from openai_api import (
     APIError,
     AssistantMessage,
@@ -67,7 +68,7 @@ class ClockedUpstream(Upstream):
             self.closed.append(loop.time())
 
     async def stream_chat(self, request: ChatCompletionRequest,
-                          ctx: RequestContext) -> AsyncIterator[ChatCompletionChunk]:
+                          call: UpstreamCall) -> AsyncIterator[ChatCompletionChunk]:
         def chunk(delta: DeltaMessage | None, finish: Any = None,
                   usage: Usage | None = None) -> ChatCompletionChunk:
             choices = [] if delta is None else [ChunkChoice(delta=delta, finish_reason=finish)]
@@ -81,13 +82,13 @@ class ClockedUpstream(Upstream):
         yield chunk(DeltaMessage(), "stop")
         yield chunk(None, usage=Usage.of(3, count))
 
-    def stream_completion(self, request: Any, ctx: RequestContext) -> Any:
+    def stream_completion(self, request: Any, call: UpstreamCall) -> Any:
         raise NotImplementedError("chat only")
 
     def answers_whole(self, request: Any) -> bool:
         return self.whole
 
-    async def answer(self, request: Any, ctx: RequestContext) -> ChatCompletion:
+    async def answer(self, request: Any, call: UpstreamCall) -> ChatCompletion:
         async with aclosing(self._play()) as texts:
             parts = [text async for text in texts]
         return ChatCompletion(model="up", usage=Usage.of(3, len(parts)), choices=[ChatChoice(
@@ -112,9 +113,12 @@ class Setup:
         self.first = ClockedUpstream(self.config.upstreams["first"], *first, whole=whole)
         self.second = ClockedUpstream(self.config.upstreams["second"], *second, whole=whole)
         self.metrics = GatewayMetrics()
-        self.pipeline = Pipeline({"first": self.first, "second": self.second},
-                                 CacheStage(None, self.config), TransformStage(self.config),
-                                 self.metrics, clock=asyncio.get_running_loop().time)
+        clock = asyncio.get_running_loop().time
+        caller = UpstreamCaller({"first": self.first, "second": self.second}, self.metrics,
+                                clock=clock)
+        self.pipeline = Pipeline(CacheStage(None, self.config),
+                                 TransformStage(self.config, caller), caller, self.metrics,
+                                 clock=clock)
         self.ctx = RequestContext(request_id="t", kind="chat", route=self.config.routes[0],
                                   started=0.0, body=ChatCompletionRequest(
                                       model="m", stream=not whole,
@@ -150,7 +154,7 @@ async def test_a_5xx_before_the_first_chunk_falls_back() -> None:
     # first fails after 1 s; second answers 0.5 s later: served by second, both timed
     s = Setup(first=[[1.0, failure(503)]], second=[[0.5, "hello ", "world"]])
     assert await s.text() == "hello world"
-    assert s.ctx.upstream_name == "second" and s.second.asked == [1.0]
+    assert s.ctx.report.upstream == "second" and s.second.asked == [1.0]
     assert s.upstream_seconds("first", "error") == (1, 1.0)
     assert s.upstream_seconds("second", "ok") == (1, 0.5)
     assert s.ctx.timings.header() == b"upstream;dur=500.00"  # the attempt that answered

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from gateway.coalesced_send import CoalescedSend
 from gateway.sse import DONE, SSEDataReader, drop_wire, frame, keep_wire, write_sse
 from openai_api import (
     APIError,
@@ -25,6 +26,9 @@ def chunk(text: str) -> ChatCompletionChunk:
                                choices=[ChunkChoice(delta=DeltaMessage(content=text))])
 
 
+START = {"type": "http.response.start", "status": 200, "headers": []}
+
+
 def usage_chunk() -> ChatCompletionChunk:
     return ChatCompletionChunk(id="c1", model="m", choices=[], usage=Usage.of(5, 2))
 
@@ -34,11 +38,12 @@ async def collect(chunks, include_usage: bool = True) -> list[tuple[bytes, bool]
     does before it answers."""
     written: list[tuple[bytes, bool]] = []
 
-    async def write(frame: bytes, last: bool) -> None:
-        written.append((frame, last))
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.body":
+            written.append((message["body"], not message["more_body"]))
 
     first = await anext(chunks)
-    await write_sse(first, chunks, include_usage, write)
+    await write_sse(first, chunks, include_usage, CoalescedSend(send), START)
     return written
 
 
@@ -97,13 +102,13 @@ async def test_leaving_early_closes_the_source():
         finally:
             closed.append(True)
 
-    async def write(frame: bytes, last: bool) -> None:
+    async def send(message: dict) -> None:
         raise asyncio.CancelledError  # the client went away while a frame was written
 
     source = chunks()
     first = await anext(source)
     with pytest.raises(asyncio.CancelledError):
-        await write_sse(first, source, True, write)
+        await write_sse(first, source, True, CoalescedSend(send), START)
     assert closed == [True]
 
 

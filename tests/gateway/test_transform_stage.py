@@ -1,8 +1,9 @@
-"""TransformStage: windowing, compression, decomposition and map-reduce around a `Forwarder`.
+"""TransformStage's plans carried out by the pipeline: windowing, compression, decomposition
+and map-reduce.
 
-`Upstream` stands in for the pipeline's way upstream (it streams real `ChatCompletionChunk`s
-with small delays and records what it was sent); the token counting uses the engine's real
-tokenizer.
+`Scripted` is the route's upstream (it streams real `ChatCompletionChunk`s with small delays
+and records what it was sent), reached through the real upstream caller; the token counting
+uses the engine's real tokenizer.
 """
 
 from __future__ import annotations
@@ -13,9 +14,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from gateway.config import GatewayConfig
+from engine import load_tokenizer
+from gateway.cache_stage import CacheStage
+from gateway.config import GatewayConfig, UpstreamConfig
 from gateway.context import RequestContext
+from gateway.metrics import GatewayMetrics
+from gateway.pipeline import Pipeline
 from gateway.transform_stage import TransformStage
+from gateway.upstream_call import UpstreamCaller
+from gateway.upstreams import Upstream as UpstreamAdapter
+from gateway.upstreams import UpstreamCall
 from openai_api import (
     APIError,
     ChatCompletionChunk,
@@ -31,19 +39,15 @@ from prompts.summary_cache import SUMMARY_INSTRUCTION
 @pytest.fixture(scope="module")
 def engine_like():
     """What the stage reads from the engine: its tokenizer and context length."""
-    from engine.weights import default_model_path
-    from engine.weights.gguf_loader import GGUFCheckpoint
-    from engine.weights.gguf_tokenizer import tokenizer_from_gguf_metadata
-
-    tok = tokenizer_from_gguf_metadata(GGUFCheckpoint(default_model_path()).metadata)
-    return SimpleNamespace(tokenizer=tok, max_model_len=8192)
+    return SimpleNamespace(tokenizer=load_tokenizer(), max_model_len=8192)
 
 
 def make_stage(engine_like, **policy) -> tuple[TransformStage, GatewayConfig]:
     config = GatewayConfig.from_dict({
         "upstreams": {"local": {"kind": "engine", "model": "smol"}},
         "routes": [{"name": "r", "models": ["*"], "upstream": "local", **policy}]})
-    return TransformStage(config, engine_like), config
+    caller = UpstreamCaller({}, GatewayMetrics())  # its upstream: `run`'s
+    return TransformStage(config, caller, engine_like), config
 
 
 def make_ctx(config: GatewayConfig, messages: list[dict], **fields) -> RequestContext:
@@ -51,22 +55,20 @@ def make_ctx(config: GatewayConfig, messages: list[dict], **fields) -> RequestCo
     return RequestContext(request_id="req-1", kind="chat", body=body, route=config.routes[0])
 
 
-class Upstream:
+class Upstream(UpstreamAdapter):
     """Streams `answer to: <last user text>` in pieces; records requests and timing."""
 
     def __init__(self, delays: dict[str, float] | None = None, fail_on: str | None = None):
+        super().__init__(UpstreamConfig(name="local", kind="engine"))
         self.requests: list[ChatCompletionRequest] = []
         self.spans: list[tuple[str, float, float]] = []
         self.delays = delays or {}
         self.fail_on = fail_on
 
-    def forward(self, ctx: RequestContext, request: ChatCompletionRequest):
-        return self.answer(request)
+    def stream_completion(self, request, call):
+        raise NotImplementedError
 
-    def forward_part(self, ctx: RequestContext, request: ChatCompletionRequest):
-        return self.answer(request)
-
-    async def answer(self, request: ChatCompletionRequest):
+    async def stream_chat(self, request: ChatCompletionRequest, call: UpstreamCall):
         self.requests.append(request)
         last = request.messages[-1].text()
         t0 = time.perf_counter()
@@ -96,7 +98,9 @@ class Upstream:
 
 
 async def run(stage, ctx, upstream) -> tuple[str, list]:
-    chunks = [c async for c in stage.run(ctx, upstream)]
+    stage.caller.upstreams["local"] = upstream
+    pipeline = Pipeline(CacheStage(None, stage.config), stage, stage.caller, GatewayMetrics())
+    chunks = [c async for c in pipeline.run(ctx)]
     text = "".join(ch.delta.content or "" for c in chunks for ch in c.choices)
     return text, chunks
 
@@ -114,7 +118,7 @@ async def test_no_policy_is_a_pass_through(engine_like):
     ctx, upstream = make_ctx(config, long_chat(2)), Upstream()
     await run(stage, ctx, upstream)
     assert upstream.requests == [ctx.body] and upstream.requests[0] is ctx.body
-    assert ctx.transforms == []
+    assert ctx.report.transforms == []
 
 
 async def test_window_drops_old_turns_but_not_ctx_body(engine_like):
@@ -125,7 +129,7 @@ async def test_window_drops_old_turns_but_not_ctx_body(engine_like):
     sent = [m.model_dump(exclude_none=True) for m in upstream.requests[0].messages]
     assert stage.counter(config.routes[0]).count_messages(sent) <= 600
     assert sent[0]["content"] == "Be brief." and sent[-1]["content"] == "What now?"
-    assert ctx.transforms[0].startswith("window:dropped=")
+    assert ctx.report.transforms[0].startswith("window:dropped=")
     assert ctx.body.model_dump() == before
 
 
@@ -136,7 +140,7 @@ async def test_window_summary_is_computed_once_per_prefix(engine_like):
     for turns in range(16, 22):
         ctx = make_ctx(config, long_chat(turns))
         await run(stage, ctx, upstream)
-        assert "window:summary" in ctx.transforms
+        assert "window:summary" in ctx.report.transforms
     summaries = [r for r in upstream.requests
                  if r.messages[-1].text().startswith(SUMMARY_INSTRUCTION)]
     answers = [r for r in upstream.requests if r not in summaries]
@@ -153,7 +157,7 @@ async def test_failed_summary_degrades_to_dropping(engine_like):
     ctx = make_ctx(config, long_chat(12))
     upstream = Upstream(fail_on=SUMMARY_INSTRUCTION[:20])
     text, _ = await run(stage, ctx, upstream)
-    assert "window:summary-failed" in ctx.transforms and text.startswith("answer to")
+    assert "window:summary-failed" in ctx.report.transforms and text.startswith("answer to")
     assert not upstream.requests[-1].messages[1].text().startswith("Summary")
 
 
@@ -175,7 +179,7 @@ async def test_compression_shrinks_long_context(engine_like):
     await run(stage, ctx, upstream)
     sent = upstream.requests[0].messages[0].text()
     assert len(sent) < 0.5 * len(case.context) and case.answer in sent
-    assert ctx.transforms[0].startswith("compress:0.")
+    assert ctx.report.transforms[0].startswith("compress:0.")
 
 
 async def test_a_new_compressed_document_is_read_verbatim_once_in_the_background(engine_like):
@@ -188,7 +192,7 @@ async def test_a_new_compressed_document_is_read_verbatim_once_in_the_background
     upstream = Upstream()
     first = make_ctx(config, [{"role": "user", "content": case.prompt}], stream=True)
     await run(stage, first, upstream)
-    assert "compress:prewarm" in first.transforms
+    assert "compress:prewarm" in first.report.transforms
     for _ in range(100):  # the read runs beside the answer
         if len(upstream.requests) == 2:
             break
@@ -199,7 +203,7 @@ async def test_a_new_compressed_document_is_read_verbatim_once_in_the_background
     assert not warm.stream
     again = make_ctx(config, [{"role": "user", "content": case.context + "\n\nAnd the date?"}])
     await run(stage, again, upstream)
-    assert len(upstream.requests) == 3 and not again.transforms  # verbatim, no prewarm
+    assert len(upstream.requests) == 3 and not again.report.transforms  # verbatim, no prewarm
     assert upstream.requests[2].messages[0].text().startswith(case.context)
 
 
@@ -212,7 +216,7 @@ async def test_decomposition_runs_concurrently_and_merges_in_order(engine_like):
                             {"role": "user", "content": QUIZ}], stream=True)
     upstream = Upstream(delays={"prime": 0.3, "colour": 0.05, "Hamlet": 0.1})
     text, chunks = await run(stage, ctx, upstream)
-    assert ctx.transforms == ["decompose:3"]
+    assert ctx.report.transforms == ["decompose:3"]
     assert text.index("1. answer to: Name a prime") < text.index("2. answer to: Name a primary")
     assert text.index("2. answer") < text.index("3. answer to: Who wrote Hamlet?")
     spans = sorted(upstream.spans, key=lambda s: s[1])
@@ -229,7 +233,7 @@ async def test_a_failed_part_is_reported_and_not_cached(engine_like):
     text, _ = await run(stage, ctx, Upstream(fail_on="colour"))
     assert "[part 2 failed: upstream 'local': boom]" in text
     assert "1. answer to" in text and "3. answer to" in text
-    assert "decompose:failed=1" in ctx.transforms and ctx.cache_control.no_store
+    assert "decompose:failed=1" in ctx.report.transforms and ctx.report.parts_failed == 1
 
 
 async def test_every_part_failing_fails_the_request(engine_like):
@@ -249,7 +253,7 @@ async def test_non_decomposable_passes_through_untouched(engine_like):
     ctx = make_ctx(config, [{"role": "user", "content": "Tell me about Rome."}])
     upstream = Upstream()
     await run(stage, ctx, upstream)
-    assert upstream.requests == [ctx.body] and ctx.transforms == []
+    assert upstream.requests == [ctx.body] and ctx.report.transforms == []
 
 
 async def test_map_reduce_for_a_document_over_the_context(engine_like):
@@ -262,7 +266,7 @@ async def test_map_reduce_for_a_document_over_the_context(engine_like):
     upstream = Upstream()
     text, chunks = await run(stage, ctx, upstream)
     maps = [r for r in upstream.requests if r.messages[-1].text().startswith("Below is part")]
-    assert len(maps) >= 3 and ctx.transforms == [f"map_reduce:{len(maps)}"]
+    assert len(maps) >= 3 and ctx.report.transforms == [f"map_reduce:{len(maps)}"]
     reduce = upstream.requests[-1].messages[-1].text()
     assert "The marker is 42." in reduce and "NOT FOUND" not in reduce.split("Question:")[0][200:]
     assert chunks[-1].usage.completion_tokens == 5 * (len(maps) + 1)

@@ -6,21 +6,11 @@ import pytest
 from starlette.requests import ClientDisconnect, Request
 
 from openai_api import APIError, ChatCompletionRequest, parse_model, read_body, receive_body
+from tests.support.asgi import posted
 
 
 def request(headers: dict[str, str] | None = None, body: bytes = b"") -> Request:
-    sent = False
-
-    async def receive():
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    raw = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    return Request({"type": "http", "method": "POST", "path": "/", "headers": raw,
-                    "query_string": b""}, receive)
+    return posted(headers, body)
 
 
 async def test_read_body_limits():

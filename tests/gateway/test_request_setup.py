@@ -1,5 +1,5 @@
-"""Context building: the per-request controls (namespace, session, Cache-Control) from
-headers or the body; the routers' typed dependencies, overridable by tests."""
+"""gateway/request_setup.py: the per-request controls (namespace, session, Cache-Control)
+from headers or the body; and the routers' typed dependencies, overridable by tests."""
 
 from __future__ import annotations
 
@@ -9,15 +9,12 @@ from starlette.requests import Request
 
 from gateway.app import create_app
 from gateway.config import GatewayConfig
-from gateway.deps import (
-    build_context,
-    get_routes,
-    header_map,
-    pick_request_id,
-)
+from gateway.deps import get_routes
+from gateway.request_setup import build_context, header_map, pick_request_id
 from gateway.routing import RouteTable
 from openai_api import APIError, ChatCompletionRequest
 from tests.gateway.conftest import GatewayThread
+from tests.support.asgi import posted
 
 CONFIG = GatewayConfig.from_dict({
     "upstreams": {"u": {"kind": "openai", "base_url": "http://x/v1"}},
@@ -32,18 +29,7 @@ ROUTES = RouteTable(CONFIG)
 
 
 def request(headers: dict[str, str] | None = None, body: bytes = b"") -> Request:
-    sent = False
-
-    async def receive():
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    raw = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    return Request({"type": "http", "method": "POST", "path": "/", "headers": raw,
-                    "query_string": b"", "app": APP}, receive)
+    return posted(headers, body, APP)
 
 
 def body(**extra) -> ChatCompletionRequest:
