@@ -15,7 +15,7 @@ export TRANSFORMERS_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install install-test install-bench serve engine test test-lower-path test-slow lint bench bench-engine clean
+.PHONY: install install-test install-bench serve engine test test-lower-path test-clients test-slow lint bench bench-engine clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -39,6 +39,16 @@ $(KERNEL_STAMP): $(STAMP) $(KERNEL_SRC)
 install: $(STAMP) $(KERNEL_STAMP)
 
 install-test: $(TEST_STAMP) $(KERNEL_STAMP)
+
+# The client libraries apps are built on (LangChain, Instructor, pydantic-ai, the Agents SDK)
+# need openai 3.x, which litellm==1.106.2 refuses: they get a venv of their own, and their
+# tests (tests/clients/) start a gateway with the project's interpreter.
+CLIENTS_VENV := .venv-clients
+CLIENTS_STAMP := $(CLIENTS_VENV)/.installed-stamp
+$(CLIENTS_STAMP): tests/clients/requirements.txt
+	test -x $(CLIENTS_VENV)/bin/python || $(PY) -m venv $(CLIENTS_VENV)
+	$(CLIENTS_VENV)/bin/pip install -q -r tests/clients/requirements.txt
+	touch $(CLIENTS_STAMP)
 
 # Benchmark baselines (optional): llama.cpp's `llama-server`, built from the llama.cpp sources
 # inside llama-cpp-python's source distribution (bench/engine/build_llama_server.sh, a few minutes),
@@ -73,6 +83,11 @@ LOWER_PATH_TESTS := tests/engine tests/gateway/test_chat.py tests/gateway/test_c
 test: install-test lint
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/pytest -q $(ARGS)
 	$(if $(ARGS),,$(MAKE) --no-print-directory test-lower-path)
+	$(if $(ARGS),,$(MAKE) --no-print-directory test-clients)
+
+test-clients: install $(CLIENTS_STAMP)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(CLIENTS_VENV)/bin/pytest -q -p no:cacheprovider \
+	  tests/clients
 
 test-lower-path: install-test
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m cpu_kernels.lower_path \
@@ -88,4 +103,4 @@ bench-engine: install-bench
 	$(BIN)/python -m bench.engine.engine_bench $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(LITELLM_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(LITELLM_VENV) $(CLIENTS_VENV) .pytest_cache .ruff_cache

@@ -15,7 +15,7 @@ from engine.block_manager import KVCacheManager
 from engine.config import EngineConfig
 from engine.detokenizer import IncrementalDetokenizer
 from engine.errors import InvalidRequest
-from engine.json_constraint import JsonConstraint
+from engine.grammar import GrammarCompiler, GrammarError
 from engine.model import LlamaModel
 from engine.model_config import ModelConfig
 from engine.model_runner import ModelRunner
@@ -48,6 +48,7 @@ class LLMEngine:
         self.max_model_len = min(config.max_model_len or self.model_config.max_position_embeddings,
                                  self.runner.num_blocks * config.block_size)
         self.eos_token_ids = list(self.tokenizer.eos_token_ids)
+        self.grammars = GrammarCompiler(self.tokenizer)
         self.sequences: dict[str, Sequence] = {}
         self.prompt_tokens_total = 0
         self.cached_tokens_total = 0
@@ -76,9 +77,12 @@ class LLMEngine:
         seq = Sequence(request_id or uuid.uuid4().hex, token_ids, params, session_id)
         seq.detokenizer = IncrementalDetokenizer(self.tokenizer)
         seq.stop_checker = StopChecker(params, self.eos_token_ids, self.max_model_len)
-        if params.json_object:
-            seq.constraint = JsonConstraint(self.tokenizer.text_token_bytes,
-                                            self.eos_token_ids)
+        if params.grammar is not None:
+            try:
+                seq.grammar = self.grammars.matcher(params.grammar)
+            except GrammarError as exc:
+                raise InvalidRequest(f"{params.grammar.param}{exc.path}: {exc.message}",
+                                     params.grammar.param + exc.path) from None
         return seq
 
     def add_sequence(self, seq: Sequence) -> None:
@@ -120,8 +124,8 @@ class LLMEngine:
 
     def _append(self, seq: Sequence, token: int) -> GenerationDelta:
         seq.append_token(token)
-        if seq.constraint is not None:
-            seq.constraint.advance(token)
+        if seq.grammar is not None:
+            seq.grammar.consume(token)
         first = seq.num_output_tokens == 1
         if first:
             self.prompt_tokens_total += seq.num_prompt_tokens
@@ -136,6 +140,8 @@ class LLMEngine:
             text, hit_stop = checker.feed_text(seq.detokenizer.add(token))
             if hit_stop:
                 reason = "stop"
+            elif seq.grammar is not None and seq.grammar.finished:
+                text, reason = text + checker.flush(), "stop"  # nothing else may follow
             elif checker.length_reached(seq.num_output_tokens, seq.num_tokens):
                 text, reason = text + checker.flush(), "length"
         if reason is not None:

@@ -12,6 +12,7 @@ from torch import Tensor
 
 from engine.attention import AttentionMetadata
 from engine.config import BYTES_PER_MB, EngineConfig
+from engine.grammar import apply_grammar_masks
 from engine.model import LlamaModel
 from engine.model_config import ModelConfig
 from engine.sampler import Sampler
@@ -50,7 +51,7 @@ class ModelRunner:
             return []
         logits = self.model.compute_logits(hidden[sample_rows])
         seqs = [item.seq for item in scheduled if item.samples]
-        tokens = self.sampler(logits, seqs)
+        tokens = self.sampler(apply_grammar_masks(logits, [s.grammar for s in seqs]), seqs)
         if any(seq.params.logprobs is not None for seq in seqs):
             self.sampler.record_logprobs(logits, tokens, seqs)
         return tokens

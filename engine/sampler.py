@@ -14,7 +14,6 @@ from torch import Tensor
 from engine.sequence import Sequence
 
 ARGMAX_CHUNK = 128
-CONSTRAINED_FIRST_TRY = 64  # best picks tried before all of them, when a constraint refuses
 
 
 def row_argmax(x: Tensor) -> Tensor:
@@ -59,39 +58,17 @@ class Sampler:
             logits = self._apply_penalties(logits.clone(), seqs)
         greedy_ids = row_argmax(logits)
         if all(p.greedy for p in params):
-            tokens = greedy_ids.tolist()
-            race = logits
-        else:
-            temps = torch.tensor([p.temperature if p.temperature > 0 else 1.0 for p in params],
-                                 device=logits.device, dtype=logits.dtype)
-            scaled = logits / temps[:, None]
-            if any(p.top_k > 0 or p.top_p < 1.0 for p in params):
-                scaled = self._top_k_top_p(scaled, [p.top_k for p in params],
-                                           [p.top_p for p in params])
-            probs = torch.softmax(scaled, dim=-1)
-            race = probs / self._exponential_noise(probs, seqs)
-            greedy = torch.tensor([p.greedy for p in params], device=logits.device)
-            tokens = torch.where(greedy, greedy_ids, row_argmax(race)).tolist()
-        if any(seq.constraint is not None for seq in seqs):
-            self._constrain(tokens, logits, race, seqs)
-        return tokens
-
-    @staticmethod
-    def _constrain(tokens: list[int], logits: Tensor, race: Tensor,
-                   seqs: list[Sequence]) -> None:
-        """Replace a pick its sequence's constraint refuses with the best pick it allows: the
-        next by logit for greedy rows, by race score for sampled ones. The race's winner
-        among the allowed tokens is a sample from the distribution cut down to them."""
-        for row, seq in enumerate(seqs):
-            rule = seq.constraint
-            if rule is None or rule.allows(tokens[row]):
-                continue
-            scores = logits[row] if seq.params.greedy else race[row]
-            best = scores.topk(min(CONSTRAINED_FIRST_TRY, scores.numel())).indices
-            pick = rule.first_allowed(best.tolist())  # a sort of the whole row costs ~20x more
-            if pick is None:
-                pick = rule.first_allowed(scores.argsort(descending=True).tolist())
-            tokens[row] = rule.eos_ids[0] if pick is None else pick
+            return greedy_ids.tolist()
+        temps = torch.tensor([p.temperature if p.temperature > 0 else 1.0 for p in params],
+                             device=logits.device, dtype=logits.dtype)
+        scaled = logits / temps[:, None]
+        if any(p.top_k > 0 or p.top_p < 1.0 for p in params):
+            scaled = self._top_k_top_p(scaled, [p.top_k for p in params],
+                                       [p.top_p for p in params])
+        probs = torch.softmax(scaled, dim=-1)
+        race = probs / self._exponential_noise(probs, seqs)
+        greedy = torch.tensor([p.greedy for p in params], device=logits.device)
+        return torch.where(greedy, greedy_ids, row_argmax(race)).tolist()
 
     def record_logprobs(self, logits: Tensor, token_ids: list[int], seqs: list[Sequence]) -> None:
         """Set `sampled_logprobs` on each sequence that asks for them: its new token's

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from engine.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from engine.grammar.spec import GrammarSpec
 
 MAX_STOP_STRINGS = 16
 MAX_LOGPROBS = 20  # alternatives per token, as OpenAI's `top_logprobs`
@@ -25,7 +29,8 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     logprobs: int | None = None  # None: none; k: each token's and its k likeliest rivals'
-    json_object: bool = False  # JSON mode: the answer is one JSON object (json_constraint.py)
+    grammar: GrammarSpec | None = None  # the answer follows it (engine/grammar/): JSON mode,
+    # a JSON schema, forced tool calls
     logit_bias: dict[int, float] = field(default_factory=dict)  # added to the token's logit
 
     @property

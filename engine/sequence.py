@@ -49,7 +49,7 @@ class Sequence:
         self.sampled_logprobs: tuple[float, list[tuple[int, float]]] | None = None
         self.detokenizer: Any = None  # IncrementalDetokenizer (set by the engine)
         self.stop_checker: Any = None  # StopChecker (set by the engine)
-        self.constraint: Any = None  # JsonConstraint in JSON mode (set by the engine)
+        self.grammar: Any = None  # GrammarMatcher when params.grammar is set (by the engine)
 
     def __repr__(self) -> str:
         return (f"Sequence({self.request_id!r}, tokens={self.num_tokens}, "

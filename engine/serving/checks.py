@@ -3,9 +3,10 @@ is honoured: a field it would otherwise drop in silence is a 400 that names it.
 
 - content parts it cannot read (images, audio, files: the model reads text) are refused
   with the part's place, `messages[0].content[1]`;
-- fields it does not implement (OpenAI's `audio`, `reasoning_effort`, `functions`, a
-  `tool_choice` that forces a call; vLLM's `min_p`, `guided_json`, ...) and fields it
-  does not know are refused as OpenAI refuses them ("Unrecognized request argument");
+- fields it does not implement (OpenAI's `audio`, `reasoning_effort`, the legacy
+  `functions`; vLLM's `min_p`, `guided_json`, ...) and fields it does not know are refused
+  as OpenAI refuses them ("Unrecognized request argument"); `tools` and `tool_choice` are
+  read by `engine/serving/tool_choice.py`;
 - `logit_bias` is validated as OpenAI does (token ids of the vocabulary, values in
   [-100, 100]) and then applied by the sampler.
 """
@@ -14,14 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from openai_api import APIError, ChatCompletionRequest, ChatMessage, SamplingFields
+from openai_api import APIError, ChatMessage, SamplingFields
 
 MAX_LOGIT_BIAS = 1024  # entries per request
 # Fields the engine takes without acting on them: accounting and hints that change no answer.
-NO_EFFECT_FIELDS = frozenset({"user", "store", "metadata", "service_tier", "prediction",
-                              "parallel_tool_calls"})
-# vLLM's extras that the engine honours (read by engine/serving/inputs.py).
-HONOURED_EXTRAS = frozenset({"ignore_eos", "stop_token_ids"})
+NO_EFFECT_FIELDS = frozenset({"user", "store", "metadata", "service_tier", "prediction"})
+# Extras that the engine honours: vLLM's (read by engine/serving/inputs.py) and OpenAI's
+# `parallel_tool_calls` (engine/serving/tool_choice.py).
+HONOURED_EXTRAS = frozenset({"ignore_eos", "stop_token_ids", "parallel_tool_calls"})
 TEXT_PART_TYPES = frozenset({"text", "input_text"})
 
 
@@ -53,12 +54,6 @@ def check_fields(request: SamplingFields) -> None:
             continue
         raise APIError(400, f"Unrecognized request argument supplied: {name}", param=name,
                        code="unsupported_parameter")
-    if isinstance(request, ChatCompletionRequest):
-        choice = request.tool_choice
-        if choice is not None and choice not in ("auto", "none"):
-            raise APIError(400, "tool_choice: only 'auto' and 'none' are supported (this "
-                           "engine cannot force a tool call)", param="tool_choice",
-                           code="unsupported_parameter")
 
 
 def logit_bias(value: Any, vocab_size: int) -> dict[int, float]:

@@ -9,11 +9,19 @@ choice (`engine.serving.choices`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from engine.grammar import GrammarCompiler, GrammarError, json_schema_grammar
 from engine.sampling_params import SamplingParams
 from engine.serving.checks import check_content_parts, check_fields, logit_bias
+from engine.serving.response_format import response_grammar
+from engine.serving.tool_choice import ToolChoice, read_tool_choice
+from engine.serving.tool_formats import ToolFormat, calls_grammar, tool_format
+from engine.serving.tool_prompt import template_messages
+from engine.serving.tool_stream import ToolCallStream
 from openai_api import (
     APIError,
     ChatCompletionRequest,
@@ -40,6 +48,8 @@ class EngineInput:
 
     prompts: list[EnginePrompt]
     n: int = 1
+    # with tools offered: a parser per choice that turns the text of calls into tool calls
+    tool_stream: Callable[[], ToolCallStream] | None = None
 
     def requests(self) -> list[tuple[list[int], SamplingParams]]:
         return [(p.ids, p.params) for p in self.prompts]
@@ -52,10 +62,14 @@ class EngineInput:
 # ---------------------------------------------------------------- requests
 
 
-def chat_prompt(request: ChatCompletionRequest, tokenizer: Tokenizer) -> str:
-    """The prompt text: the checkpoint's chat template over the messages (and tools)."""
-    messages = [m.template_dict() for m in request.messages]
-    tools = None if request.tool_choice == "none" else request.tools or None
+def chat_prompt(request: ChatCompletionRequest, tokenizer: Tokenizer,
+                choice: ToolChoice | None = None, fmt: ToolFormat | None = None) -> str:
+    """The prompt text: the checkpoint's chat template over the messages, with the tools
+    in the model's own format or the generic one (engine/serving/tool_prompt.py)."""
+    choice = choice if choice is not None else read_tool_choice(request)
+    fmt = fmt or tool_format(tokenizer.chat_template)
+    messages = template_messages(fmt, request.messages, choice)
+    tools = request.tools if choice is not None and fmt.native else None
     try:
         return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
     except Exception as exc:  # a template may reject a role order, e.g. two system messages
@@ -99,28 +113,43 @@ def sampling_params(request: ChatCompletionRequest | CompletionRequest, prompt_l
     return params
 
 
-def chat_input(request: ChatCompletionRequest, tokenizer: Tokenizer,
-               max_model_len: int) -> EngineInput:
-    """Engine input for a chat request; the prompt must leave room for one new token."""
+def chat_input(request: ChatCompletionRequest, tokenizer: Tokenizer, max_model_len: int,
+               grammars: GrammarCompiler | None = None) -> EngineInput:
+    """Engine input for a chat request; the prompt must leave room for one new token. The
+    answer's grammar: forced tool calls, else `response_format`; with `grammars`, each
+    forced function's `parameters` schema is compiled first, so one it cannot enforce is a
+    400 naming its place in `tools`."""
     if request.top_logprobs is not None and not request.logprobs:
         raise APIError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
     check_content_parts(request.messages)
-    json_object = _json_mode(request.response_format)
-    ids = tokenizer.encode(chat_prompt(request, tokenizer), add_special_tokens=False)
+    choice = read_tool_choice(request)
+    fmt = tool_format(tokenizer.chat_template)
+    grammar = response_grammar(request.response_format)
+    if choice is not None and choice.forced:
+        if grammars is not None:
+            _check_parameters(choice, grammars)
+        grammar = calls_grammar(fmt, choice)
+    ids = tokenizer.encode(chat_prompt(request, tokenizer, choice, fmt),
+                           add_special_tokens=False)
     _check_prompt_len(len(ids), max_model_len, "messages")
     prompt = EnginePrompt(ids, sampling_params(request, len(ids), max_model_len,
                                                tokenizer.vocab_size))
-    prompt.params.json_object = json_object
-    return EngineInput([prompt], request.n)
+    prompt.params.grammar = grammar
+    stream = partial(ToolCallStream, fmt, choice) if choice is not None else None
+    return EngineInput([prompt], request.n, tool_stream=stream)
 
 
-def _json_mode(response_format: dict[str, Any] | None) -> bool:
-    """Whether the answer must be a JSON object; a 400 for formats the engine cannot keep."""
-    kind = (response_format or {}).get("type", "text")
-    if kind in ("text", "json_object"):
-        return kind == "json_object"
-    raise APIError(400, f"response_format type {kind!r} is not supported; use 'json_object' "
-                   "or 'text'", param="response_format.type")
+def _check_parameters(choice: ToolChoice, grammars: GrammarCompiler) -> None:
+    """A 400 for a forced function whose `parameters` the grammar library cannot enforce."""
+    for i, function in enumerate(choice.functions):
+        if function not in choice.callable:
+            continue
+        param = f"tools[{i}].function.parameters"
+        try:
+            grammars.matcher(json_schema_grammar(function.parameters, param))
+        except GrammarError as exc:
+            raise APIError(400, f"{param}{exc.path}: {exc.message}",
+                           param=param + exc.path) from None
 
 
 def completion_input(request: CompletionRequest, tokenizer: Tokenizer,

@@ -21,6 +21,7 @@ from engine.sampling_params import SamplingParams
 from engine.serving import answers, inputs
 from engine.serving.choices import IndexedDelta, generate_choices
 from engine.serving.metrics import EngineMetrics
+from engine.serving.tool_answers import with_tool_calls
 from openai_api import (
     APIError,
     ChatCompletionChunk,
@@ -62,10 +63,13 @@ class OpenAIEngine:
                     cache_salt: str | None, include_usage: bool, completion_id: str | None,
                     ) -> AsyncIterator[ChatCompletionChunk]:
         engine = self.engine
-        prepared = inputs.chat_input(request, engine.tokenizer, engine.max_model_len)
+        prepared = inputs.chat_input(request, engine.tokenizer, engine.max_model_len,
+                                     engine.engine.grammars)
         deltas = self._deltas(prepared, rid, session_id, cache_salt, "chat")
         chunks = answers.stream_chat(deltas, model=request.model, n=request.n,
                                      include_usage=include_usage, completion_id=completion_id)
+        if prepared.tool_stream is not None:  # the request offers tools: parse calls out
+            chunks = with_tool_calls(chunks, prepared.tool_stream)
         async with aclosing(deltas), aclosing(chunks):
             async for chunk in chunks:
                 yield chunk

@@ -49,12 +49,13 @@ def test_chat_input_carries_every_sampling_field(tokenizer):
     assert (p.presence_penalty, p.frequency_penalty) == (0.5, -0.5)
 
 
-def test_chat_input_passes_tools_to_the_template(tokenizer):
+def test_chat_input_lists_tools_in_the_system_prompt_of_a_template_without_them(tokenizer):
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
     messages = [{"role": "user", "content": "Weather in Paris?"}]
     prepared = chat_input(chat(messages=messages, tools=tools), tokenizer, CTX)
-    expected = tokenizer.apply_chat_template(messages, tools=tools)
-    assert prepared.prompts[0].ids == tokenizer.encode(expected)
+    text = tokenizer.decode(prepared.prompts[0].ids, skip_special_tokens=False)
+    assert text.startswith("<|im_start|>system\nYou can call these functions")
+    assert '"name": "get_weather"' in text and prepared.tool_stream is not None
 
 
 @pytest.mark.parametrize(("fields", "param", "code"), [

@@ -140,5 +140,6 @@ def test_json_mode_answers_one_json_object(client, model):
     with pytest.raises(openai.BadRequestError) as info:  # a schema it cannot keep: said so
         client.chat.completions.create(
             model=model, messages=[ask], max_tokens=5,
-            response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": {}}})
-    assert info.value.body["param"] == "response_format.type"
+            response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": {
+                "type": "array", "uniqueItems": True}}})
+    assert info.value.body["param"] == "response_format.json_schema.schema.uniqueItems"

@@ -1,0 +1,150 @@
+"""What grammar-constrained decoding costs the bundled engine, measured in one run.
+
+- **Decode at batch 8**: eight greedy sequences decode together, all constrained by a JSON
+  schema (a long string property keeps every one alive), against the same eight without a
+  grammar. The figure is the median decode step with masks over the median without; the
+  rounds alternate, so both see the same machine. Goal: <= 1.15.
+- **A new schema's first token**: a request with a schema the engine has never seen against
+  the same request without one (time to first token, median over the suite's schemas),
+  and the same schema again (compiled already). Goals: <= 50 ms added, <= 1 ms for a repeat.
+- **Parts**: compiling each suite schema (llguidance, fresh), a matcher from the cache, and
+  one batch-8 mask.
+
+    OMP_NUM_THREADS=2 python -m bench.engine.structured_bench [--rounds 5] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from engine.config import EngineConfig
+from engine.grammar import GrammarCompiler, apply_grammar_masks, json_schema_grammar
+from engine.llm_engine import LLMEngine
+from engine.sampling_params import SamplingParams
+from tests.support.schema_suite import SCHEMA_SUITE
+
+BATCH = 8
+LONG_STRING = {"type": "object", "properties": {"story": {"type": "string", "minLength": 2000}},
+               "required": ["story"]}
+PARAM = "response_format.json_schema.schema"
+
+
+def chat(engine: LLMEngine, text: str) -> list[int]:
+    return engine.tokenizer.encode(
+        engine.tokenizer.apply_chat_template([{"role": "user", "content": text}]))
+
+
+def decode_steps(engine: LLMEngine, masked: bool, tokens: int) -> list[float]:
+    """Seconds per step once all BATCH sequences decode (their prefill steps left out)."""
+    grammar = json_schema_grammar(LONG_STRING, PARAM) if masked else None
+    for i in range(BATCH):
+        engine.add_request(chat(engine, f"Tell story number {i} about a cat."),
+                           SamplingParams(max_tokens=tokens, temperature=0, ignore_eos=True,
+                                          grammar=grammar))
+    times: list[float] = []
+    while engine.has_unfinished():
+        decoding = all(s.num_output_tokens > 0 for s in engine.scheduler.running) \
+            and len(engine.scheduler.running) == BATCH
+        start = time.perf_counter()
+        engine.step()
+        if decoding:
+            times.append(time.perf_counter() - start)
+    return times
+
+
+def first_token_s(engine: LLMEngine, ids: list[int], params: SamplingParams) -> float:
+    start = time.perf_counter()
+    engine.add_request(ids, params)
+    while not engine.step():
+        pass
+    elapsed = time.perf_counter() - start
+    while engine.has_unfinished():
+        engine.step()
+    return elapsed
+
+
+def ttft(engine: LLMEngine, rounds: int) -> dict[str, float]:
+    """Median added time to first token: a new schema, the same one again. The prefix cache
+    is off, so each request reads its whole prompt."""
+    engine = LLMEngine(EngineConfig(num_kv_blocks=256, enable_prefix_caching=False),
+                       loaded=(engine.runner.model, engine.tokenizer, engine.model_config))
+    added_new, added_repeat = [], []
+    for round_ in range(rounds):
+        for name, question, schema in SCHEMA_SUITE:
+            fresh = {**schema, "description": f"{name} {round_} {time.time_ns()}"}  # never seen
+            ids = chat(engine, question)
+            plain = first_token_s(engine, ids, SamplingParams(max_tokens=1, temperature=0))
+            spec = json_schema_grammar(fresh, PARAM)
+            new = first_token_s(engine, ids, SamplingParams(max_tokens=1, temperature=0,
+                                                            grammar=spec))
+            again = first_token_s(engine, ids, SamplingParams(max_tokens=1, temperature=0,
+                                                              grammar=spec))
+            added_new.append((new - plain) * 1e3)
+            added_repeat.append((again - plain) * 1e3)
+    return {"new_schema_added_ms": statistics.median(added_new),
+            "new_schema_added_p90_ms": statistics.quantiles(added_new, n=10)[-1],
+            "repeat_added_ms": statistics.median(added_repeat)}
+
+
+def parts(engine: LLMEngine) -> dict[str, float]:
+    """Compile, cached matcher and one batch-8 mask, in milliseconds (medians)."""
+    compiler = GrammarCompiler(engine.tokenizer)
+    compile_ms, cached_ms = [], []
+    for _, _, schema in SCHEMA_SUITE:
+        spec = json_schema_grammar(schema, PARAM)
+        start = time.perf_counter()
+        compiler.matcher(spec)
+        compile_ms.append((time.perf_counter() - start) * 1e3)
+        start = time.perf_counter()
+        compiler.matcher(spec)
+        cached_ms.append((time.perf_counter() - start) * 1e3)
+    grammars = [compiler.matcher(json_schema_grammar(schema, PARAM))
+                for _, _, schema in SCHEMA_SUITE[:BATCH]]
+    logits = torch.zeros(BATCH, engine.model_config.vocab_size)
+    mask_ms = []
+    for _ in range(50):
+        start = time.perf_counter()
+        apply_grammar_masks(logits, grammars)
+        mask_ms.append((time.perf_counter() - start) * 1e3)
+    return {"compile_ms_median": statistics.median(compile_ms),
+            "compile_ms_max": max(compile_ms),
+            "cached_matcher_ms": statistics.median(cached_ms),
+            "batch8_mask_ms": statistics.median(mask_ms)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.engine.structured_bench",
+                                description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
+    p.add_argument("--tokens", type=int, default=64, help="tokens per decode run")
+    p.add_argument("--json", action="store_true", help="print one JSON line at the end")
+    args = p.parse_args(argv)
+    engine = LLMEngine(EngineConfig(num_kv_blocks=2048, max_num_seqs=16))
+    engine.grammars.vocabulary.result()  # built at engine start; not part of any figure
+    decode_steps(engine, True, 8)  # warm both paths
+    decode_steps(engine, False, 8)
+    ratios = []
+    for _ in range(args.rounds):
+        plain = statistics.median(decode_steps(engine, False, args.tokens))
+        masked = statistics.median(decode_steps(engine, True, args.tokens))
+        ratios.append(masked / plain)
+        print(f"decode step at batch {BATCH}: {plain * 1e3:.2f} ms plain, "
+              f"{masked * 1e3:.2f} ms masked: {masked / plain:.3f}x", flush=True)
+    result = {"decode_ratio_median": statistics.median(ratios),
+              "decode_ratio_min": min(ratios), "decode_ratio_max": max(ratios),
+              **ttft(engine, max(1, args.rounds // 2)), **parts(engine)}
+    for key, value in result.items():
+        print(f"{key}: {value:.3f}")
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
