@@ -4,7 +4,8 @@ The lifespan loads the in-process engine when an upstream is `kind: engine` (in 
 thread: loading weights takes seconds), opens the upstreams, creates the cache and transform
 stages, and closes all of it at shutdown. Everything lives on `app.state`: `config`,
 `routes`, `auth`, `metrics`, `engine` (the in-process `AsyncEngine`, or None), `upstreams`,
-`cache`, `transforms`, `pipeline` and `dashboard` (its data feed);
+`cache`, `transforms`, `pipeline`, `dashboard` (its data feed) and `responses` (the stored
+Responses API answers);
 routers take them as typed dependencies (`gateway/deps.py`). The generation endpoints are
 served in front of FastAPI (`GatewayApp`), the rest by it; they get the parts they use as
 `app.generation` (`GenerationDeps`).
@@ -37,7 +38,8 @@ from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Pipeline
 from gateway.rate_limit import RateLimiter
 from gateway.request_setup import pick_request_id
-from gateway.routers import admin, dashboard, embeddings, health, models, ws
+from gateway.response_store import open_response_store
+from gateway.routers import admin, dashboard, embeddings, health, models, responses, ws
 from gateway.routing import RouteTable
 from gateway.transform_stage import TransformStage
 from gateway.upstream_call import UpstreamCaller
@@ -119,6 +121,7 @@ async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
             await upstream.aclose()
         await state.cache.close()
         state.rate_limits.close()
+        state.responses.close()
         if state.engine is not None:
             await state.engine.shutdown()
 
@@ -179,8 +182,9 @@ def create_app(config: GatewayConfig | None = None) -> GatewayApp:
     app.generation = GenerationDeps(app.state.auth, app.state.routes,
                                     config.limits.max_body_bytes, app.cors)
     app.generation.rate_limits = app.state.rate_limits
+    app.state.responses = app.generation.responses = open_response_store(config)
     install_error_handlers(app)
-    for module in (models, embeddings, ws, health):
+    for module in (models, embeddings, responses, ws, health):
         app.include_router(module.router)
     app.include_router(admin.router)
     app.include_router(dashboard.router)

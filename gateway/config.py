@@ -167,12 +167,21 @@ class DashboardConfig(_Strict):
     refresh_s: float = Field(default=1.0, ge=0.2, le=60)  # how often the page polls
 
 
+class ResponsesConfig(_Strict):
+    """How long stored responses (`POST /v1/responses` with `store`) are kept: in Redis
+    when `redis:` is set, else in the gateway's memory."""
+
+    ttl_s: float = Field(default=30 * 24 * 3600.0, gt=0)  # OpenAI keeps them 30 days
+    max_entries: int = Field(default=10_000, ge=1)  # in memory: the oldest go past this
+
+
 class GatewayConfig(_Strict):
     redis: str | None = None  # cache store; in-process memory without it
     auth: AuthConfig = Field(default_factory=AuthConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     cors: CorsConfig = Field(default_factory=CorsConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
+    responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
     upstreams: dict[str, UpstreamConfig] = Field(min_length=1)
     routes: list[RouteConfig] = Field(min_length=1)
 

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Depends
 from starlette.requests import HTTPConnection
 
-from gateway.auth import Authenticator
+from gateway.auth import Authenticator, require_tenant
 from gateway.cache_stage import CacheStage
 from gateway.config import GatewayConfig
 from gateway.dashboard.access import check_dashboard_access
@@ -21,6 +21,7 @@ from gateway.dashboard.data import DashboardFeed
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Pipeline
 from gateway.rate_limit import RateLimiter
+from gateway.response_store import ResponseStore
 from gateway.routing import RouteTable
 
 # ---------------------------------------------------------------- typed dependencies
@@ -57,6 +58,10 @@ def get_rate_limits(conn: HTTPConnection) -> RateLimiter:
     return conn.app.state.rate_limits
 
 
+def get_response_store(conn: HTTPConnection) -> ResponseStore:
+    return conn.app.state.responses
+
+
 ConfigDep = Annotated[GatewayConfig, Depends(get_config)]
 RoutesDep = Annotated[RouteTable, Depends(get_routes)]
 AuthDep = Annotated[Authenticator, Depends(get_auth)]
@@ -64,6 +69,8 @@ MetricsDep = Annotated[GatewayMetrics, Depends(get_metrics)]
 CacheStageDep = Annotated[CacheStage, Depends(get_cache_stage)]
 PipelineDep = Annotated[Pipeline, Depends(get_pipeline)]
 RateLimitsDep = Annotated[RateLimiter, Depends(get_rate_limits)]
+ResponseStoreDep = Annotated[ResponseStore, Depends(get_response_store)]
+TenantDep = Annotated[str | None, Depends(require_tenant)]  # the caller's; 401 without a key
 
 
 def dashboard_access(conn: HTTPConnection, auth: AuthDep) -> None:

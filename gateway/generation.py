@@ -1,5 +1,6 @@
-"""The generation endpoints as plain ASGI: `POST /v1/chat/completions`, `/v1/completions`
-and their `/r/{route}/v1/...` forms.
+"""The generation endpoints as plain ASGI: `POST /v1/chat/completions`, `/v1/completions`,
+`/v1/responses` (answered as the chat request it translates to) and their
+`/r/{route}/v1/...` forms.
 
 These carry nearly all the traffic, so they skip FastAPI's routing, dependency injection
 and middleware stack (seven layers, each awaited per request) and run in front of it
@@ -25,6 +26,9 @@ from gateway.cors import CorsPolicy
 from gateway.pipeline import Pipeline
 from gateway.rate_limit import RateLimiter
 from gateway.request_setup import admit, header_map, pick_request_id
+from gateway.response_answer import write_response
+from gateway.response_setup import admit_response
+from gateway.response_store import ResponseStore
 from gateway.responses import ClientWatch, send_json, write_answer
 from gateway.routing import RouteTable
 from openai_api import ENDPOINTS, APIError, receive_body
@@ -35,9 +39,11 @@ class GenerationDeps:
     """What the generation endpoints use of the gateway: made by `create_app`, the
     pipeline added by its lifespan once the upstreams are open."""
 
-    __slots__ = ("auth", "routes", "max_body_bytes", "cors", "pipeline", "rate_limits")
+    __slots__ = ("auth", "routes", "max_body_bytes", "cors", "pipeline", "rate_limits",
+                 "responses")
     pipeline: Pipeline
     rate_limits: RateLimiter  # set by `create_app`
+    responses: ResponseStore  # set by `create_app`: stored Responses API answers
 
     def __init__(self, auth: Authenticator, routes: RouteTable, max_body_bytes: int,
                  cors: CorsPolicy | None) -> None:
@@ -79,11 +85,19 @@ async def serve_generation(deps: GenerationDeps, scope: Scope, receive: Receive,
             raise APIError(405, f"Method {scope['method']} is not allowed on {scope['path']}")
         caller = deps.auth.caller_for(request)
         raw = await receive_body(receive, headers.get("content-length"), deps.max_body_bytes)
-        ctx, settlement = await admit(raw, ENDPOINTS[endpoint], request, routes=deps.routes,
-                                      rate_limits=deps.rate_limits, route_name=route_name,
-                                      caller=caller, keyed=not deps.auth.open, headers=headers)
-        watch = ClientWatch(receive)
-        await write_answer(ctx, deps.pipeline, out)
+        found = ENDPOINTS[endpoint]
+        setup = {"routes": deps.routes, "rate_limits": deps.rate_limits,
+                 "route_name": route_name, "caller": caller, "keyed": not deps.auth.open,
+                 "headers": headers}
+        if found.kind == "responses":  # answered as the chat request it translates to
+            turn, settlement = await admit_response(raw, request, deps.responses, **setup)
+            ctx = turn.ctx
+            watch = ClientWatch(receive)
+            await write_response(turn, deps.pipeline, deps.responses, out)
+        else:
+            ctx, settlement = await admit(raw, found, request, **setup)
+            watch = ClientWatch(receive)
+            await write_answer(ctx, deps.pipeline, out)
     except asyncio.CancelledError:
         if watch is None or not watch.gone:
             raise  # the server is shutting down

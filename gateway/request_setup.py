@@ -38,11 +38,25 @@ async def admit(raw: bytes, endpoint: Endpoint, conn: HTTPConnection, *, routes:
     when no limit applies). Raises `APIError` for a bad body, an unknown model or route,
     a bad control, a spent limit."""
     body = parse_model(raw, endpoint.request)
+    return await admit_request(body, endpoint.kind, conn, routes=routes,
+                               rate_limits=rate_limits, route_name=route_name, caller=caller,
+                               keyed=keyed, headers=headers, session_id=session_id,
+                               client_json=raw)
+
+
+async def admit_request(body: ChatCompletionRequest | CompletionRequest, kind: Kind,
+                        conn: HTTPConnection, *, routes: RouteTable, rate_limits: RateLimiter,
+                        route_name: str | None, caller: Caller | None, keyed: bool,
+                        headers: Mapping[str, str] | None = None, session_id: str | None = None,
+                        client_json: bytes | None = None,
+                        ) -> tuple[RequestContext, Settlement | None]:
+    """`admit` for a request already parsed, or made by the gateway from another (a
+    Responses API request's chat request: `client_json` None)."""
     route = routes.resolve(body.model, route_name)
     tenant = None if caller is None else caller.tenant
-    ctx = build_context(conn, endpoint.kind, body, route, tenant, session_id=session_id,
+    ctx = build_context(conn, kind, body, route, tenant, session_id=session_id,
                         headers=headers, keyed=keyed)
-    ctx.client_json = raw
+    ctx.client_json = client_json
     return ctx, await rate_limits.check(ctx, caller)
 
 

@@ -20,13 +20,13 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
-from starlette.types import Receive
+from starlette.types import Message, Receive
 
 from gateway.coalesced_send import CoalescedSend
 from gateway.context import RequestContext
 from gateway.pipeline import Pipeline, unfinished
 from gateway.sse import write_sse
-from openai_api import APIError, Chunk
+from openai_api import APIError, Chunk, WholeAnswer
 from openai_api.assemble import Assembler
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -106,12 +106,17 @@ async def write_answer(ctx: RequestContext, pipeline: Pipeline, send: CoalescedS
     if ctx.body.stream:
         await _stream(ctx, pipeline.run(ctx), send)
         return
+    answer = await whole_answer(ctx, pipeline)
+    ctx.timings.add("total", (time.perf_counter() - ctx.started) * 1000)
+    body = ctx.report.upstream_body or answer.model_dump_json().encode()
+    await send_json(send, 200, body, response_headers(ctx))
+
+
+async def whole_answer(ctx: RequestContext, pipeline: Pipeline) -> WholeAnswer:
+    """The pipeline's answer to an unstreamed request as one object: the upstream's own
+    where the pipeline needs no chunks (`answer_whole`), else its chunks folded."""
     if pipeline.answers_whole(ctx):
-        answer = await pipeline.answer_whole(ctx)
-        ctx.timings.add("total", (time.perf_counter() - ctx.started) * 1000)
-        body = ctx.report.upstream_body or answer.model_dump_json().encode()
-        await send_json(send, 200, body, response_headers(ctx))
-        return
+        return await pipeline.answer_whole(ctx)
     assembler = Assembler(ctx.kind, ctx.body.model)
     chunks = pipeline.run(ctx, split=False, assembler=assembler)  # fills `assembler`
     async with aclosing(chunks):  # type: ignore[type-var]
@@ -119,12 +124,18 @@ async def write_answer(ctx: RequestContext, pipeline: Pipeline, send: CoalescedS
             pass
     if assembler.finish_reason is None:
         raise unfinished(ctx)
-    ctx.timings.add("total", (time.perf_counter() - ctx.started) * 1000)
-    body = assembler.response().model_dump_json().encode()
-    await send_json(send, 200, body, response_headers(ctx))
+    return assembler.response()
 
 
 async def _stream(ctx: RequestContext, chunks: AsyncIterator[Chunk], send: CoalescedSend) -> None:
+    first, start = await open_stream(ctx, chunks)
+    await write_sse(first, chunks, ctx.body.wants_usage_chunk(), send, start)
+
+
+async def open_stream(ctx: RequestContext, chunks: AsyncIterator[Chunk]
+                      ) -> tuple[Chunk, Message]:
+    """A stream's first chunk and the status line and headers to send with it. A failure
+    before the first chunk is raised here, so it still gets its own HTTP status."""
     try:
         first = await anext(chunks)
     except StopAsyncIteration:
@@ -132,6 +143,5 @@ async def _stream(ctx: RequestContext, chunks: AsyncIterator[Chunk], send: Coale
     except BaseException:
         await chunks.aclose()  # type: ignore[attr-defined]
         raise
-    start = {"type": "http.response.start", "status": 200,
-             "headers": response_headers(ctx) + SSE_HEADERS}
-    await write_sse(first, chunks, ctx.body.wants_usage_chunk(), send, start)
+    return first, {"type": "http.response.start", "status": 200,
+                   "headers": response_headers(ctx) + SSE_HEADERS}

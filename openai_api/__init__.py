@@ -54,6 +54,8 @@ from openai_api.registry import (
     WholeAnswer,
     kind_of,
 )
+from openai_api.responses import ResponsesRequest
+from openai_api.responses_objects import ResponseObject
 
 __all__ = [
     "DEFAULT_BODY_LIMIT", "DEFAULT_TEMPERATURE", "ENDPOINTS", "ERROR_TYPES", "MAX_CHOICES",
@@ -62,7 +64,8 @@ __all__ = [
     "ChunkChoice", "Chunk", "Completion", "CompletionChoice", "CompletionLogprobs",
     "CompletionRequest", "DeltaMessage", "Endpoint", "ErrorDetail", "ErrorResponse",
     "FinishReason", "FunctionCall", "GenerationRequest", "Kind", "ModelCard", "ModelList",
-    "PromptTokensDetails", "SamplingFields", "StreamOptions", "TokenLogprob", "ToolCall",
-    "TopLogprob", "Usage", "error_param", "from_pydantic", "kind_of", "new_id", "now",
-    "parse_body", "parse_model", "read_body", "receive_body", "validation_error",
+    "PromptTokensDetails", "ResponseObject", "ResponsesRequest", "SamplingFields",
+    "StreamOptions", "TokenLogprob", "ToolCall", "TopLogprob", "Usage", "error_param",
+    "from_pydantic", "kind_of", "new_id", "now", "parse_body", "parse_model", "read_body",
+    "receive_body", "validation_error",
 ]

@@ -2,7 +2,9 @@
 
 A request's kind (`chat`, `completion`) is decided here once, from the path it came on,
 and travels with it; the gateway's pipeline, its caches and the engine's server branch on
-it, never on a second copy of the list. Adding an endpoint: its models (`openai_api/`),
+it, never on a second copy of the list. A `responses` request (OpenAI's Responses API) is
+answered as the chat request it translates to (`responses_to_chat.py`), so past its setup
+it runs as kind `chat`. Adding an endpoint: its models (`openai_api/`),
 an entry here, a router on each side that serves it, and the pipeline's handling of its
 kind (docs/internals.md, "Adding an endpoint").
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from pydantic import BaseModel
+
 from openai_api.models import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -20,8 +24,9 @@ from openai_api.models import (
     CompletionRequest,
     SamplingFields,
 )
+from openai_api.responses import ResponsesRequest
 
-Kind = Literal["chat", "completion"]
+Kind = Literal["chat", "completion", "responses"]
 GenerationRequest = ChatCompletionRequest | CompletionRequest
 Chunk = ChatCompletionChunk | Completion  # a legacy completion streams in its own shape
 WholeAnswer = ChatCompletion | Completion
@@ -33,12 +38,13 @@ class Endpoint:
 
     path: str
     kind: Kind
-    request: type[SamplingFields]
+    request: type[BaseModel]
 
 
 ENDPOINTS: dict[str, Endpoint] = {e.path: e for e in (
     Endpoint("chat/completions", "chat", ChatCompletionRequest),
     Endpoint("completions", "completion", CompletionRequest),
+    Endpoint("responses", "responses", ResponsesRequest),
 )}
 
 

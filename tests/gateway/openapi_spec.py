@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from gateway.routers.admin import CuratedEntry
 from gateway.routers.embeddings import EmbeddingRequest
-from openai_api import ChatCompletionRequest, CompletionRequest
+from openai_api import ChatCompletionRequest, CompletionRequest, ResponsesRequest
 
 REF = "#/components/schemas/{model}"
 # request headers the gateway reads, on every operation (so each one has inputs to vary)
@@ -25,6 +25,7 @@ HEADERS = ("x-request-id", "x-session-id", "x-cache-namespace", "cache-control")
 BODIES: dict[str, type[BaseModel]] = {
     "/v1/chat/completions": ChatCompletionRequest,
     "/v1/completions": CompletionRequest,
+    "/v1/responses": ResponsesRequest,
     "/v1/embeddings": EmbeddingRequest,
     "/admin/cache/entries": CuratedEntry,
 }

@@ -43,7 +43,8 @@ SCHEMA = schemathesis.openapi.from_dict(SPEC)
 OPERATIONS = sorted((method.upper(), path) for path, item in SPEC["paths"].items()
                     for method in item)
 PAGES = ("/dashboard",)  # the browser's pages: their errors may be HTML for a person
-SIZE_CAPS = {"n": 2, "max_tokens": 8, "max_completion_tokens": 8, "top_logprobs": 3}
+SIZE_CAPS = {"n": 2, "max_tokens": 8, "max_completion_tokens": 8, "max_output_tokens": 8,
+             "top_logprobs": 3}
 
 
 def tame(case: Any) -> Any:
