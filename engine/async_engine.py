@@ -138,6 +138,9 @@ class AsyncEngine:
                 self._thread.start()
 
     def _run(self) -> None:
+        # llguidance's vocabulary is built on a thread of its own when the engine is made and
+        # holds the GIL for ~0.4 s: no step runs (or is measured) beside it
+        self.engine.grammars.vocabulary.exception()
         while not self._stopping:
             self._drain_inbox()
             if not self.engine.has_unfinished():
