@@ -21,7 +21,7 @@ ContextMode = Literal["full", "system", "none", "semantic"]
 # Fields that never change the answer (transport, accounting, our own extensions).
 NON_ANSWER_FIELDS = frozenset({
     "stream", "stream_options", "user", "session_id", "cache", "metadata", "store",
-    "service_tier", "messages", "prompt", "model",
+    "service_tier", "messages", "prompt", "model", "priority",
 })
 # Sampling knobs: the semantic cache serves only requests at or under the route's
 # temperature limit and only complete answers, so these do not split its partitions.

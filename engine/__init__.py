@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine.async_engine import AsyncEngine
-    from engine.block_manager import hash_block, salt_root
+    from engine.block_hash import hash_block, salt_root
     from engine.config import EngineConfig
     from engine.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEvent, decode_batch
     from engine.llm_engine import LLMEngine

@@ -21,6 +21,7 @@ from engine.config import EngineConfig
 from engine.errors import InvalidRequest
 from engine.llm_engine import LLMEngine, LoadedModel
 from engine.outputs import EngineStats, GenerationDelta
+from engine.priority import ahead_of, check_priority
 from engine.sampling_params import SamplingParams
 from engine.sequence import Sequence
 from engine.step_executor import StepJob, StepThreadExecutor
@@ -57,14 +58,18 @@ class AsyncEngine:
     async def generate(self, prompt: str | list[int], params: SamplingParams, *,
                        request_id: str | None = None,
                        session_id: str | None = None,
-                       cache_salt: str | None = None) -> AsyncIterator[GenerationDelta]:
+                       cache_salt: str | None = None,
+                       priority: int = 0) -> AsyncIterator[GenerationDelta]:
         """Stream the deltas of one request; raises InvalidRequest before queueing bad input.
         `cache_salt` (vLLM's field) keys the request's KV blocks: only requests with the same
-        salt share cached prefixes."""
+        salt share cached prefixes. `priority` (vLLM's: lower first) orders requests under
+        the priority scheduling policy; under fcfs only 0 is accepted."""
         if cache_salt is not None and (not isinstance(cache_salt, str) or not cache_salt):
             raise InvalidRequest("cache_salt must be a non-empty string", "cache_salt")
+        priority = check_priority(priority, self.engine.config.scheduling_policy)
         seq = self.engine.make_sequence(prompt, params, request_id, session_id)
         seq.cache_salt = cache_salt
+        seq.priority = priority
         if seq.request_id in self._streams:
             raise InvalidRequest(f"request id {seq.request_id!r} is already running", "request_id")
         stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
@@ -94,14 +99,17 @@ class AsyncEngine:
     def stats(self) -> EngineStats:
         return self.engine.stats()
 
-    def expected_wait_s(self) -> float:
-        """Seconds a request arriving now would wait before its prompt is read
-        (engine/wait_estimate.py), behind every request queued, running or just posted."""
+    def expected_wait_s(self, priority: int = 0) -> float:
+        """Seconds a request of `priority` arriving now would wait before its prompt is read
+        (engine/wait_estimate.py), behind every request queued, running or just posted;
+        under the priority policy only behind those of its class or a better one."""
         scheduler = self.engine.scheduler
+        running = list(scheduler.running)
         waiting = list(scheduler.waiting)
         waiting += [item for item in list(self._inbox) if isinstance(item, Sequence)]
-        return expected_wait_s(list(scheduler.running), waiting, scheduler.max_num_seqs,
-                               self.meter.costs)
+        if scheduler.policy.by_priority:
+            running, waiting = ahead_of(priority, running, waiting)
+        return expected_wait_s(running, waiting, scheduler.max_num_seqs, self.meter.costs)
 
     async def warm_up(self) -> None:
         """Read one short prompt and write a few tokens, so the step costs behind

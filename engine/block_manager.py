@@ -9,40 +9,28 @@ Every block is in exactly one place: referenced by live sequences (`ref_count > 
 free list (holds nothing reusable), or queued for eviction (unreferenced, registered, still
 reusable). Cheap assertions guard each move between them; `check(live)` audits the whole
 pool (tests call it after every step).
+
+With a second tier (`tier`, engine/kv_tier.py) an evicted block's content is kept there
+instead of dropped, and a prefix found there counts as cached: adopting it takes a fresh
+block, registers it at once and queues the copy back, which lands before the step runs.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
-from array import array
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 from typing import Protocol
 
+from engine.block_hash import hash_block, salt_root
+from engine.kv_tier import SecondTier
 from engine.sequence import Sequence
 
 MAX_TRACKED_SESSIONS = 4096
-
-
-def hash_block(parent_hash: int | None, token_ids: Seq[int]) -> int:
-    """A stable 128-bit hash of a block's tokens chained to its parent's (same in every process)."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update((parent_hash or 0).to_bytes(16, "little"))
-    h.update(array("q", token_ids).tobytes())
-    return int.from_bytes(h.digest(), "little")
-
-
-def salt_root(cache_salt: str | None) -> int | None:
-    """The parent hash of a salted sequence's first block (None: unsalted). A request's
-    `cache_salt` enters its first block's hash, so its whole chain differs from the same
-    tokens under another salt: tenants with different salts never share a prefix."""
-    if cache_salt is None:
-        return None
-    return int.from_bytes(hashlib.blake2b(b"cache_salt:" + cache_salt.encode(),
-                                          digest_size=16).digest(), "little")
+__all__ = ["BlockEvents", "KVCacheManager", "KVCacheStats", "hash_block", "salt_root"]
+POOL_MEDIUM = "GPU"  # vLLM's name for the pool's blocks in KV events, whatever the device
 
 
 @dataclass
@@ -54,13 +42,16 @@ class Block:
 
 
 class BlockEvents(Protocol):
-    """Told, on the step thread, when a full block becomes reusable (`block_stored`: block
-    `index` of `seq`) and when a reusable block is evicted (engine/kv_events.py publishes
-    both). Must be quick: it runs inside the step."""
+    """Told, on the step thread, when a full block becomes reusable in the pool
+    (`block_stored`: block `index` of `seq`), when a second tier takes one
+    (`block_offloaded`, its medium) and when a medium loses one (`block_removed`);
+    engine/kv_events.py publishes them. Must be quick: it runs inside the step."""
 
     def block_stored(self, seq: Sequence, index: int) -> None: ...
 
-    def block_removed(self, block_hash: int) -> None: ...
+    def block_offloaded(self, block_hash: int, medium: str) -> None: ...
+
+    def block_removed(self, block_hash: int, medium: str = POOL_MEDIUM) -> None: ...
 
 
 @dataclass
@@ -76,7 +67,8 @@ class KVCacheManager:
 
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True,
                  session_idle_s: float = 600.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 tier: SecondTier | None = None) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
@@ -90,6 +82,7 @@ class KVCacheManager:
         self.hash_to_block: dict[int, int] = {}
         self.session_last_seen: dict[str, float] = {}
         self.events: BlockEvents | None = None  # KV events (`headstart engine --kv-events`)
+        self.tier = tier  # where evicted blocks go (`--kv-offload-mb`); None: dropped
 
     # ------------------------------------------------------------ prefix lookup
 
@@ -101,8 +94,9 @@ class KVCacheManager:
             seq.block_hashes.append(hash_block(parent, seq.token_ids[i * bs:(i + 1) * bs]))
         return seq.block_hashes
 
-    def find_cached_prefix(self, seq: Sequence) -> list[int]:
-        """Block ids holding the longest cached prefix of `seq`, leaving >= 1 token to compute."""
+    def find_cached_prefix(self, seq: Sequence) -> list[int | None]:
+        """The longest cached prefix of `seq`, leaving >= 1 token to compute: per block, the
+        pool block holding it, or None where the second tier holds it."""
         if not self.enable_prefix_caching:
             return []
         hashes = self.compute_block_hashes(seq)
@@ -110,10 +104,10 @@ class KVCacheManager:
         #   8 tokens, bs 4:  [0 1 2 3][4 5 6 7]      (8 - 1) // 4 = 1 block reusable
         #   9 tokens, bs 4:  [0 1 2 3][4 5 6 7][8]   (9 - 1) // 4 = 2 blocks reusable
         limit = (seq.num_tokens - 1) // self.block_size
-        found: list[int] = []
+        found: list[int | None] = []
         for h in hashes[:limit]:
             block_id = self.hash_to_block.get(h)
-            if block_id is None:
+            if block_id is None and (self.tier is None or h not in self.tier):
                 break
             found.append(block_id)
         return found
@@ -125,8 +119,9 @@ class KVCacheManager:
         return len(self.free_ids) + len(self.evictable) + len(self.session_evictable)
 
     def allocate_slots(self, seq: Sequence, num_new_tokens: int,
-                       cached_blocks: Seq[int] = ()) -> bool:
-        """Give `seq` room for `num_new_tokens` more tokens, first adopting `cached_blocks`.
+                       cached_blocks: Seq[int | None] = ()) -> bool:
+        """Give `seq` room for `num_new_tokens` more tokens, first adopting `cached_blocks`
+        (`find_cached_prefix`: a None is loaded back from the second tier into a fresh block).
 
         Returns False (changing nothing) when the pool cannot hold them.
         """
@@ -139,12 +134,18 @@ class KVCacheManager:
         # (0 or fewer: the last held block still has room)
         total_tokens = seq.num_computed_tokens + len(cached_blocks) * bs + num_new_tokens
         num_needed = -(-total_tokens // bs) - len(seq.block_table) - len(cached_blocks)
-        reclaimable = sum(1 for b in cached_blocks if self.blocks[b].ref_count == 0)
-        if num_needed > self.num_allocatable - reclaimable:
+        reloads = [i for i, b in enumerate(cached_blocks) if b is None]
+        reclaimable = sum(1 for b in cached_blocks if b is not None
+                          and self.blocks[b].ref_count == 0)
+        if max(num_needed, 0) + len(reloads) > self.num_allocatable - reclaimable:
             return False
-        for block_id in cached_blocks:
-            self._acquire(block_id)
-        seq.block_table.extend(cached_blocks)
+        adopted = list(cached_blocks)
+        for block_id in adopted:
+            if block_id is not None:
+                self._acquire(block_id)
+        if reloads:
+            self._reload(seq, adopted, reloads)
+        seq.block_table.extend(adopted)
         seq.num_computed_tokens += len(cached_blocks) * bs
         if cached_blocks:  # adopted blocks are registered already
             seq.num_committed_blocks = len(seq.block_table)
@@ -237,6 +238,24 @@ class KVCacheManager:
 
     # ------------------------------------------------------------ internals
 
+    def _reload(self, seq: Sequence, adopted: list[int | None], reloads: list[int]) -> None:
+        """Fill `adopted`'s tier hits (at `reloads`, the first blocks of `seq`): a fresh
+        block each, registered now, its content queued to come back from the tier. The
+        tier keeps them until the flush, whatever the fresh blocks evict."""
+        assert self.tier is not None and not seq.block_table, f"{seq}: reload mid-sequence"
+        for i in reloads:
+            self.tier.pin(seq.block_hashes[i])
+        for i in reloads:
+            adopted[i] = self._take_block()
+        for i in reloads:
+            block_hash, block = seq.block_hashes[i], self.blocks[adopted[i]]
+            assert block_hash not in self.hash_to_block, f"block {i} of {seq} is in the pool"
+            block.block_hash = block_hash
+            self.hash_to_block[block_hash] = block.block_id
+            self.tier.reload(block_hash, block.block_id)
+            if self.events is not None:
+                self.events.block_stored(seq, i)
+
     def _acquire(self, block_id: int) -> None:
         block = self.blocks[block_id]
         if block.ref_count == 0:  # a cached block nobody holds leaves the eviction queues
@@ -267,11 +286,25 @@ class KVCacheManager:
         block = self.blocks[block_id]
         if block.block_hash is not None and self.hash_to_block.get(block.block_hash) == block_id:
             del self.hash_to_block[block.block_hash]
+            self._offload(block)
             if self.events is not None:
                 self.events.block_removed(block.block_hash)
         block.block_hash = None
         block.session_id = None
         return block_id
+
+    def _offload(self, block: Block) -> None:
+        """Keep an evicted block's content in the second tier (its events go out before the
+        pool's removal, so a follower never loses track of the block in between)."""
+        if self.tier is None or block.block_hash is None:
+            return
+        session = block.session_id is not None and self._session_live(block.session_id)
+        done = self.tier.offload(block.block_id, block.block_hash, session)
+        if self.events is not None:
+            for dropped in done.dropped:
+                self.events.block_removed(dropped, self.tier.medium)
+            if done.stored:
+                self.events.block_offloaded(block.block_hash, self.tier.medium)
 
     def _session_live(self, session_id: str) -> bool:
         last = self.session_last_seen.get(session_id)

@@ -13,6 +13,12 @@ vLLM's (`vllm/distributed/kv_events.py`), so one subscriber follows vLLM replica
   `BlockRemoved` (`block_hashes`, `medium`) or `AllBlocksCleared`. Older vLLM releases send
   each event as an array, the tag first; `decode_batch` reads both.
 
+`medium` says where the block sits, as vLLM names it: `GPU` for the engine's pool (whatever
+the device), `CPU` or `DISK` for its second tier (`--kv-offload-mb`, `--kv-offload-dir`).
+A block evicted into the tier is a `BlockStored` on the tier's medium (no token ids, no
+parent: the block was announced on `GPU` first, as vLLM's offloading connector sends it)
+followed by the pool's `BlockRemoved`; one loaded back is a `GPU` `BlockStored` again.
+
 Block hashes go out as the low 64 bits of the engine's 128-bit hashes (vLLM does the same).
 The block manager calls `block_stored` / `block_removed` on its step thread; they only queue
 a tuple. A thread of the publisher's own batches whatever queued since its last send into
@@ -36,7 +42,7 @@ from engine.sequence import Sequence
 log = logging.getLogger("headstart.engine")
 
 HASH_MASK = (1 << 64) - 1
-MEDIUM = "GPU"  # vLLM names its device tier so; the bundled engine has one tier
+MEDIUM = "GPU"  # vLLM names its device tier so; the engine's pool, whatever the device
 FLUSH_INTERVAL_S = 0.005  # the longest an event waits for others to share its message
 
 
@@ -49,6 +55,7 @@ class BlockStored:
     token_ids: list[int]
     block_size: int
     extra_keys: list[Any] | None = None  # per block; (salt,) on a salted first block
+    medium: str = MEDIUM  # GPU (the pool), CPU or DISK (a second tier)
 
     def blocks(self) -> list[tuple[Any, list[int], Any]]:
         """(hash, its tokens, its extra keys) of each block, in order."""
@@ -61,6 +68,7 @@ class BlockStored:
 @dataclass
 class BlockRemoved:
     block_hashes: list[Any]
+    medium: str = MEDIUM
 
 
 @dataclass
@@ -86,13 +94,14 @@ def encode_event(event: KVEvent) -> dict[str, Any]:
     if isinstance(event, BlockStored):
         out = {"type": "BlockStored", "block_hashes": event.block_hashes,
                "parent_block_hash": event.parent_block_hash, "token_ids": event.token_ids,
-               "block_size": event.block_size, "lora_id": None, "medium": MEDIUM,
+               "block_size": event.block_size, "lora_id": None, "medium": event.medium,
                "lora_name": None}
         if event.extra_keys is not None:
             out["extra_keys"] = event.extra_keys
         return out
     if isinstance(event, BlockRemoved):
-        return {"type": "BlockRemoved", "block_hashes": event.block_hashes, "medium": MEDIUM}
+        return {"type": "BlockRemoved", "block_hashes": event.block_hashes,
+                "medium": event.medium}
     return {"type": "AllBlocksCleared"}
 
 
@@ -117,9 +126,9 @@ def _decode_event(raw: Any) -> KVEvent | None:
     if kind == "BlockStored":
         return BlockStored(list(get("block_hashes") or []), get("parent_block_hash"),
                            list(get("token_ids") or []), int(get("block_size") or 0),
-                           get("extra_keys"))
+                           get("extra_keys"), get("medium") or MEDIUM)
     if kind == "BlockRemoved":
-        return BlockRemoved(list(get("block_hashes") or []))
+        return BlockRemoved(list(get("block_hashes") or []), get("medium") or MEDIUM)
     if kind == "AllBlocksCleared":
         return AllBlocksCleared()
     return None
@@ -164,8 +173,11 @@ class KVEventPublisher:
         self._queue.put(("stored", seq.block_hashes[index], parent,
                          seq.token_ids[index * bs:(index + 1) * bs], salt))
 
-    def block_removed(self, block_hash: int) -> None:
-        self._queue.put(("removed", block_hash))
+    def block_offloaded(self, block_hash: int, medium: str) -> None:
+        self._queue.put(("offloaded", block_hash, medium))
+
+    def block_removed(self, block_hash: int, medium: str = MEDIUM) -> None:
+        self._queue.put(("removed", block_hash, medium))
 
     def all_cleared(self) -> None:
         self._queue.put(("cleared",))
@@ -201,7 +213,8 @@ class KVEventPublisher:
 
     def events_of(self, items: list[tuple]) -> list[KVEvent]:
         """Queued items as events: a run of stored blocks, each the child of the one
-        before, becomes one `BlockStored`; a run of removals one `BlockRemoved`."""
+        before, becomes one `BlockStored`; a run of offloads or of removals on one medium
+        one `BlockStored` or `BlockRemoved`."""
         events: list[KVEvent] = []
         last_hash = None
         for item in items:
@@ -221,11 +234,21 @@ class KVEventPublisher:
                         [wire_hash(block_hash)], None if parent is None else wire_hash(parent),
                         list(tokens), self.block_size, extra))
                 last_hash = block_hash
-            elif kind == "removed":
-                if isinstance(prev, BlockRemoved):
-                    prev.block_hashes.append(wire_hash(item[1]))
+            elif kind == "offloaded":
+                _, block_hash, medium = item
+                if (isinstance(prev, BlockStored) and prev.medium == medium
+                        and not prev.token_ids):
+                    prev.block_hashes.append(wire_hash(block_hash))
                 else:
-                    events.append(BlockRemoved([wire_hash(item[1])]))
+                    events.append(BlockStored([wire_hash(block_hash)], None, [],
+                                              self.block_size, None, medium))
+                last_hash = None
+            elif kind == "removed":
+                _, block_hash, medium = item
+                if isinstance(prev, BlockRemoved) and prev.medium == medium:
+                    prev.block_hashes.append(wire_hash(block_hash))
+                else:
+                    events.append(BlockRemoved([wire_hash(block_hash)], medium))
                 last_hash = None
             else:
                 events.append(AllBlocksCleared())

@@ -16,6 +16,7 @@ from engine.config import EngineConfig
 from engine.detokenizer import IncrementalDetokenizer
 from engine.errors import InvalidRequest
 from engine.grammar import GrammarCompiler, GrammarError
+from engine.kv_tier_store import open_tier
 from engine.model import LlamaModel
 from engine.model_config import ModelConfig
 from engine.model_runner import ModelRunner
@@ -41,9 +42,12 @@ class LLMEngine:
             config.model, config.dtype, config.device)
         self.model_name = config.model_name
         self.runner = ModelRunner(model, self.model_config, config)
+        self.tier = open_tier(config, self.runner.kv_cache)  # None without kv_offload_mb
         self.kv = KVCacheManager(self.runner.num_blocks, config.block_size,
-                                 config.enable_prefix_caching, config.session_idle_s)
-        self.scheduler = Scheduler(self.kv, config.max_num_seqs, config.max_num_batched_tokens)
+                                 config.enable_prefix_caching, config.session_idle_s,
+                                 tier=self.tier)
+        self.scheduler = Scheduler(self.kv, config.max_num_seqs, config.max_num_batched_tokens,
+                                   config.scheduling_policy)
         # One sequence must always fit in the pool on its own, or it could never finish.
         self.max_model_len = min(config.max_model_len or self.model_config.max_position_embeddings,
                                  self.runner.num_blocks * config.block_size)
@@ -110,6 +114,8 @@ class LLMEngine:
     def step(self) -> list[GenerationDelta]:
         """Schedule, run the model once, and return a delta per sequence that got a token."""
         out = self.scheduler.schedule()
+        if self.tier is not None:
+            self.tier.flush()  # blocks evicted to the tier, or loaded back, before the run
         if out.is_empty:
             return []
         self.num_steps += 1
@@ -196,4 +202,6 @@ class LLMEngine:
             kv_blocks_total=kv.total, kv_blocks_used=kv.used, kv_blocks_cached=kv.cached,
             prompt_tokens_total=self.prompt_tokens_total,
             cached_tokens_total=self.cached_tokens_total,
-            num_preemptions=self.scheduler.num_preemptions, num_steps=self.num_steps)
+            num_preemptions=self.scheduler.num_preemptions,
+            num_priority_preemptions=self.scheduler.num_priority_preemptions,
+            num_steps=self.num_steps, tier=None if self.tier is None else self.tier.stats())

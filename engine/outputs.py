@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.kv_tier import TierStats
+
 
 @dataclass
 class TokenLogprobs:
@@ -49,7 +51,9 @@ class EngineStats:
     prompt_tokens_total: int
     cached_tokens_total: int  # prompt tokens served from the prefix cache
     num_preemptions: int = 0
+    num_priority_preemptions: int = 0  # of them, a better class taking a slot or blocks
     num_steps: int = 0
+    tier: TierStats | None = None  # the second KV tier (`kv_offload_mb`), if any
 
     @property
     def kv_blocks_free(self) -> int:

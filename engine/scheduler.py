@@ -7,79 +7,50 @@ Every step spends a token budget in four phases (`Scheduler.schedule`):
    prompt is read over several steps while everyone else keeps decoding. While a request
    waits for a free running slot, a chunk takes at most half the budget, so a short prompt
    arriving behind a long one starts at the next step instead of after the whole prefill;
-3. admission: waiting sequences, in arrival order, while budget, slots and blocks last;
+3. admission: waiting sequences, in line order (arrival under fcfs), while budget, slots and blocks last;
 4. top-up: budget nobody waiting could use goes back to the chunks capped in phase 2.
 
-When the KV pool runs dry in phases 1-2, the most recently arrived running sequence is
-preempted (its blocks freed, recomputed later; its registered blocks will likely still hit)
-instead of failing the request, and the step admits nobody: phases 3-4 are skipped, since
-memory is short and a newcomer would only be preempted in turn.
+When the KV pool runs dry in phases 1-2, the running sequence that ranks last (under fcfs
+the most recently arrived) is preempted (its blocks freed, recomputed later; its registered
+blocks will likely still hit) instead of failing the request, and the step admits nobody:
+phases 3-4 are skipped, since memory is short and a newcomer would only be preempted in turn.
+
+Under the priority policy (engine/priority.py) phases 2 and 3 are one loop in rank order,
+so a better class is admitted before a worse one's prefill chunk takes the budget, and a
+waiting request of a better class that finds the running set full, or the pool short of
+its first chunk, preempts the running request that ranks last.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass, field
 
 from engine.block_manager import KVCacheManager
-from engine.sequence import ScheduledSequence, Sequence, SequenceStatus
+from engine.priority import SchedulingPolicy
+from engine.sequence import Sequence, SequenceStatus
+from engine.step_plan import SchedulerOutput, StepPlan
 
-
-@dataclass
-class SchedulerOutput:
-    scheduled: list[ScheduledSequence] = field(default_factory=list)
-    preempted: list[Sequence] = field(default_factory=list)
-
-    @property
-    def num_batched_tokens(self) -> int:
-        return sum(s.num_new_tokens for s in self.scheduled)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.scheduled
-
-
-@dataclass
-class StepPlan:
-    """The step being planned: tokens per sequence (in batch order), budget left, and who
-    was preempted to make room."""
-
-    budget: int
-    tokens: dict[Sequence, int] = field(default_factory=dict)
-    preempted: list[Sequence] = field(default_factory=list)
-
-    def give(self, seq: Sequence, num_new: int) -> None:
-        """`seq` computes `num_new` more tokens this step."""
-        assert 0 < num_new <= self.budget, f"{num_new} tokens for {seq}, {self.budget} left"
-        self.tokens[seq] = self.tokens.get(seq, 0) + num_new
-        self.budget -= num_new
-
-    def drop(self, seq: Sequence) -> None:
-        """`seq` was preempted: whatever it had been given goes back to the budget."""
-        self.budget += self.tokens.pop(seq, 0)
-        self.preempted.append(seq)
-
-    def output(self) -> SchedulerOutput:
-        items = [ScheduledSequence(seq, n, seq.num_computed_tokens + n == seq.num_tokens)
-                 for seq, n in self.tokens.items()]
-        return SchedulerOutput(items, self.preempted)
+__all__ = ["Scheduler", "SchedulerOutput", "StepPlan"]
 
 
 class Scheduler:
     """Owns the waiting queue and the running set; the KV manager owns the blocks."""
 
-    def __init__(self, kv: KVCacheManager, max_num_seqs: int, max_num_batched_tokens: int) -> None:
+    def __init__(self, kv: KVCacheManager, max_num_seqs: int, max_num_batched_tokens: int,
+                 policy: str = "fcfs") -> None:
         self.kv = kv
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
-        self.waiting: deque[Sequence] = deque()
+        self.policy = SchedulingPolicy(policy)
+        self.waiting: deque[Sequence] = deque()  # in line order (engine/priority.py)
         self.running: list[Sequence] = []
-        self.num_preemptions = 0
+        self.num_preemptions = 0  # every preemption, both causes
+        self.num_priority_preemptions = 0  # of them, a better class taking the room
 
     def add(self, seq: Sequence) -> None:
         seq.status = SequenceStatus.WAITING
-        self.waiting.append(seq)
+        self.policy.enqueue(self.waiting, seq)
         if seq.session_id is not None:
             self.kv.touch_session(seq.session_id)
 
@@ -89,20 +60,25 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         """The next step, in the four phases of the module docstring."""
         plan = StepPlan(self.max_num_batched_tokens)
+        oldest = self.policy.oldest(self.running, self.waiting)
         chunk_cap = self._prefill_chunk_cap()
         decodes = [s for s in self.running if s.num_uncomputed_tokens == 1]
         prefills = [s for s in self.running if s.num_uncomputed_tokens > 1]
         for seq in decodes:
             if plan.budget == 0:
                 break
-            self._schedule_running(plan, seq, 1)
-        for seq in prefills:
-            if plan.budget == 0:
-                break
-            self._schedule_running(plan, seq, min(seq.num_uncomputed_tokens, plan.budget,
-                                                  chunk_cap))
-        if not plan.preempted:
-            self._admit_waiting(plan)
+            self._schedule_running(plan, seq, 1, oldest)
+        if self.policy.by_priority:
+            self._prefill_and_admit_by_rank(plan, prefills, chunk_cap, oldest)
+        else:
+            for seq in prefills:
+                if plan.budget == 0:
+                    break
+                self._schedule_running(plan, seq, min(seq.num_uncomputed_tokens, plan.budget,
+                                                      chunk_cap), oldest)
+            if not plan.out_of_blocks:
+                self._admit_waiting(plan, oldest)
+        if not plan.out_of_blocks:
             self._top_up_prefills(plan)
         return plan.output()
 
@@ -148,52 +124,110 @@ class Scheduler:
             return max(1, self.max_num_batched_tokens // 2)
         return self.max_num_batched_tokens
 
-    def _schedule_running(self, plan: StepPlan, seq: Sequence, num_new: int) -> None:
+    def _schedule_running(self, plan: StepPlan, seq: Sequence, num_new: int,
+                          oldest: Sequence | None) -> None:
         """Give a running sequence `num_new` tokens, if it is still running and fits."""
         if seq.status is not SequenceStatus.RUNNING:
             return  # preempted earlier in this step to make room for another
-        if self._make_room(plan, seq, num_new):
+        if self._make_room(plan, seq, num_new, oldest):
             plan.give(seq, num_new)
 
-    def _make_room(self, plan: StepPlan, seq: Sequence, num_new: int) -> bool:
-        """Allocate `num_new` slots for `seq`, preempting the most recently arrived running
-        sequence until they fit; False when that was `seq` itself."""
+    def _make_room(self, plan: StepPlan, seq: Sequence, num_new: int,
+                   oldest: Sequence | None) -> bool:
+        """Allocate `num_new` slots for `seq`, preempting the running sequence that ranks
+        last until they fit; False when that was `seq` itself."""
         while not self.kv.allocate_slots(seq, num_new):
-            victim = max(self.running, key=lambda s: s.arrival_time)
-            self._preempt(victim)
-            plan.drop(victim)
+            victim = self._last_ranked(oldest)
+            self._preempt(victim, plan)
+            plan.out_of_blocks = True
             if victim is seq:
                 return False
         return True
 
-    def _preempt(self, seq: Sequence) -> None:
+    def _last_ranked(self, oldest: Sequence | None) -> Sequence:
+        return max(self.running, key=lambda s: self.policy.rank(s, oldest))
+
+    def _preempt(self, seq: Sequence, plan: StepPlan) -> None:
+        """Free `seq`'s blocks and put it back in line, at its own place (engine/priority.py)."""
         self.running.remove(seq)
         self.kv.free(seq)
         seq.status = SequenceStatus.WAITING
         seq.num_preemptions += 1
         self.num_preemptions += 1
-        self.waiting.appendleft(seq)
+        self.policy.requeue(self.waiting, seq)
+        plan.drop(seq)
+
+    def _displace(self, plan: StepPlan, seq: Sequence, oldest: Sequence | None) -> bool:
+        """Preempt the running request that ranks last for the waiting `seq`, when the
+        policy lets a request of `seq`'s class take its room (`may_displace`)."""
+        if not self.running:
+            return False
+        victim = self._last_ranked(oldest)
+        if not self.policy.may_displace(victim, seq, oldest):
+            return False
+        self._preempt(victim, plan)
+        self.num_priority_preemptions += 1
+        return True
 
     # ------------------------------------------------------------ phases 3-4: waiting
 
-    def _admit_waiting(self, plan: StepPlan) -> None:
-        """Admit waiting sequences in arrival order while budget, slots and blocks last; one
+    def _admit_waiting(self, plan: StepPlan, oldest: Sequence | None) -> None:
+        """Admit waiting sequences in line order while budget, slots and blocks last; one
         that does not fit the pool holds back those behind it (first come, first served)."""
-        bs = self.kv.block_size
         pending = self._pending_block_hashes()
         for seq in list(self.waiting):
-            if plan.budget <= 0 or len(self.running) >= self.max_num_seqs:
+            if not self._admit(plan, seq, pending, oldest):
                 break
-            cached = self.kv.find_cached_prefix(seq)
-            remaining = seq.num_tokens - len(cached) * bs
-            if pending and self._waits_for_twin(seq, len(cached), remaining, plan, pending):
-                continue
-            num_new = min(remaining, plan.budget)
-            if not self.kv.allocate_slots(seq, num_new, cached):
+
+    def _prefill_and_admit_by_rank(self, plan: StepPlan, prefills: list[Sequence],
+                                   chunk_cap: int, oldest: Sequence | None) -> None:
+        """Phases 2-3 under the priority policy: running prefills and waiting requests in
+        rank order, so budget and room go to the better class first; a worse class reads
+        no prompt in a step where a better one does, and a class below the default reads
+        short chunks (`SchedulingPolicy.chunk_cap`), so the step a request of the default
+        class arrives during ends soon."""
+        admitting = not plan.out_of_blocks
+        pending = self._pending_block_hashes()
+        floor: int | None = None  # the best class that reads prompt tokens in this step
+        for seq in self.policy.in_order(oldest, prefills, self.waiting):
+            if seq in plan.preempted or (floor is not None and seq.priority > floor):
+                continue  # displaced in this step, or a worse class than one reading now
+            cap = self.policy.chunk_cap(seq, chunk_cap, self.max_num_batched_tokens)
+            if seq.status is SequenceStatus.RUNNING:
+                if plan.budget == 0:
+                    continue
+                self._schedule_running(plan, seq, min(seq.num_uncomputed_tokens, plan.budget,
+                                                      cap), oldest)
+            elif admitting:  # with no budget left, only by displacing a worse class
+                admitting = (self._admit(plan, seq, pending, oldest, cap)
+                             and not plan.out_of_blocks)
+            elif plan.budget == 0:
                 break
-            self._start(seq, len(cached) * bs)
-            plan.give(seq, num_new)
-            pending.update(seq.block_hashes[len(cached):])
+            if seq in plan.tokens:
+                floor = seq.priority if floor is None else min(floor, seq.priority)
+
+    def _admit(self, plan: StepPlan, seq: Sequence, pending: set[int],
+               oldest: Sequence | None, cap: int | None = None) -> bool:
+        """Admit the waiting `seq` if budget, a running slot and blocks for its first chunk
+        allow, displacing worse classes for any of them (`_displace`); False when it cannot,
+        which ends admission for this step (True when it waits for a twin's block)."""
+        bs = self.kv.block_size
+        while plan.budget <= 0 or len(self.running) >= self.max_num_seqs:
+            if not self._displace(plan, seq, oldest):
+                return False
+        cached = self.kv.find_cached_prefix(seq)
+        remaining = seq.num_tokens - len(cached) * bs
+        if pending and self._waits_for_twin(seq, len(cached), remaining, plan, pending):
+            return True
+        num_new = min(remaining, plan.budget, cap or plan.budget)
+        while not self.kv.allocate_slots(seq, num_new, cached):
+            if not self._displace(plan, seq, oldest):
+                return False
+            num_new = min(remaining, plan.budget, cap or plan.budget)  # the victim's came back
+        self._start(seq, len(cached) * bs)
+        plan.give(seq, num_new)
+        pending.update(seq.block_hashes[len(cached):])
+        return True
 
     def _waits_for_twin(self, seq: Sequence, num_cached_blocks: int, remaining: int,
                         plan: StepPlan, pending: set[int]) -> bool:
@@ -233,8 +267,11 @@ class Scheduler:
         return pending
 
     def _top_up_prefills(self, plan: StepPlan) -> None:
-        """Give budget nobody waiting could use back to prefill chunks capped earlier."""
+        """Give budget nobody waiting could use back to prefill chunks capped earlier (not
+        to a class below the default under the priority policy: its steps stay short)."""
         for seq, num_new in list(plan.tokens.items()):
+            if not self.policy.may_top_up(seq):
+                continue
             extra = min(seq.num_uncomputed_tokens - num_new, plan.budget)
             if extra > 0 and self.kv.allocate_slots(seq, num_new + extra):
                 plan.give(seq, extra)

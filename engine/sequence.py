@@ -35,6 +35,7 @@ class Sequence:
         self.block_table: list[int] = []
         self.block_hashes: list[int] = []  # chained hashes of this sequence's full blocks
         self.cache_salt: str | None = None  # partitions the prefix cache (block_manager.salt_root)
+        self.priority = 0  # lower runs first under the priority policy (engine/priority.py)
         self.num_committed_blocks = 0  # leading blocks already offered to the prefix cache
         self.num_computed_tokens = 0  # tokens whose K/V sit in the cache
         self.num_cached_tokens = 0  # prompt tokens reused from the prefix cache at admission

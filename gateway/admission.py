@@ -14,6 +14,13 @@ nothing:
   adds to the time of a request alone).
 A fallback attempt (the route's upstream failed) is not shed. Shed requests are counted in
 `headstart_requests_shed_total{route,reason="queue"}`.
+
+Priorities (a route's `priority:` or the request's own, vLLM's meaning: lower first): the
+wait counts only the requests of the same class or a better one, since the engine's
+priority scheduling puts a request ahead of worse classes and takes their slots, so an
+interactive request is never refused because batch work fills the queue. A request of a
+worse class than the default (priority > 0) is not shed by `limits.max_queue_s`: batch work
+waits its turn; only its route's own `max_queue_s` sheds it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -63,11 +71,24 @@ class LatencyFit:
 
 
 class UpstreamLoad:
-    """Requests in flight to one upstream and the latency fit they feed."""
+    """Requests in flight to one upstream, by priority, and the latency fit they feed."""
 
     def __init__(self) -> None:
-        self.in_flight = 0
+        self.by_priority: Counter[int] = Counter()
         self.fit = LatencyFit()
+
+    @property
+    def in_flight(self) -> int:
+        return sum(self.by_priority.values())
+
+    def done(self, priority: int) -> None:
+        self.by_priority[priority] -= 1
+        if not self.by_priority[priority]:
+            del self.by_priority[priority]  # clients may send any number of classes
+
+    def ahead(self, priority: int) -> int:
+        """Requests in flight that a request of `priority` waits behind: its class or better."""
+        return sum(n for p, n in self.by_priority.items() if p <= priority)
 
 
 class Admission:
@@ -82,19 +103,26 @@ class Admission:
         self.engine_upstreams = {name for name, up in config.upstreams.items()
                                  if up.kind == "engine"}
 
-    def expected_wait_s(self, upstream: str) -> float:
-        """Seconds a request would wait behind others at `upstream` now."""
+    def expected_wait_s(self, upstream: str, priority: int = 0) -> float:
+        """Seconds a request of `priority` would wait behind others at `upstream` now."""
         if upstream in self.engine_upstreams and self.engine is not None:
-            return self.engine.expected_wait_s()
+            return self.engine.expected_wait_s(priority)
         load = self.loads[upstream]
-        return load.fit.queueing_s(load.in_flight)
+        return load.fit.queueing_s(load.ahead(priority))
+
+    def limit_s(self, ctx: RequestContext) -> float | None:
+        """The longest wait `ctx` may face: its route's, else the gateway's for classes at
+        or above the default (a batch class, priority > 0, waits its turn)."""
+        if ctx.route.max_queue_s is not None:
+            return ctx.route.max_queue_s
+        return self.config.limits.max_queue_s if (ctx.priority or 0) <= 0 else None
 
     def check(self, ctx: RequestContext, upstream: str) -> None:
         """Raise the 429 when the request would wait past the route's limit."""
-        limit = ctx.route.max_queue_s or self.config.limits.max_queue_s
+        limit = self.limit_s(ctx)
         if limit is None or upstream != ctx.route.upstream:
             return
-        wait = self.expected_wait_s(upstream)
+        wait = self.expected_wait_s(upstream, ctx.priority or 0)
         if wait <= limit:
             return
         self.on_shed(ctx.route.name, "queue")
@@ -125,9 +153,9 @@ class Admission:
         flight until closed, its first-chunk time fed to the upstream's fit."""
         try:
             self.check(ctx, upstream)
-            load = self.loads[upstream]
-            ahead, started = load.in_flight, time.perf_counter()
-            load.in_flight += 1
+            load, priority = self.loads[upstream], ctx.priority or 0
+            ahead, started = load.ahead(priority), time.perf_counter()
+            load.by_priority[priority] += 1
             try:
                 first = True
                 async for chunk in stream:
@@ -136,7 +164,7 @@ class Admission:
                         first = False
                     yield chunk
             finally:
-                load.in_flight -= 1
+                load.done(priority)
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
 
@@ -147,12 +175,12 @@ class Admission:
         except APIError:
             answer.close()  # type: ignore[attr-defined]
             raise
-        load = self.loads[upstream]
-        ahead, started = load.in_flight, time.perf_counter()
-        load.in_flight += 1
+        load, priority = self.loads[upstream], ctx.priority or 0
+        ahead, started = load.ahead(priority), time.perf_counter()
+        load.by_priority[priority] += 1
         try:
             result = await answer
             load.fit.add(ahead, time.perf_counter() - started)
             return result
         finally:
-            load.in_flight -= 1
+            load.done(priority)

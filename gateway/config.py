@@ -96,6 +96,9 @@ class RouteConfig(RoutePolicy):
     # exist, else `none`
     kv_isolation: Literal["tenant", "none"] | None = None
     max_queue_s: float | None = Field(default=None, gt=0)  # overrides limits.max_queue_s
+    # the engine's request priority for this route's requests (vLLM's: lower first); None:
+    # the client's own `priority`. Engines must schedule by priority for a non-zero one
+    priority: int | None = Field(default=None, ge=-(2 ** 31), le=2 ** 31 - 1)
 
     @field_validator("name")
     @classmethod
@@ -205,6 +208,8 @@ class GatewayConfig(_Strict):
                 if ref is not None and ref not in self.upstreams:
                     known = ", ".join(sorted(self.upstreams))
                     raise ValueError(f"{where}.{key}: unknown upstream {ref!r} (known: {known})")
+        for i, route in enumerate(self.routes):
+            _check_priority(route, self.upstreams, f"routes.{i}")
         engine_paths = {u.path for u in self.upstreams.values() if u.kind == "engine"}
         if len(engine_paths) > 1:
             raise ValueError("upstreams: all `kind: engine` upstreams must share one path")
@@ -230,6 +235,19 @@ class GatewayConfig(_Strict):
                 msg = err["msg"].removeprefix("Value error, ")
                 lines.append(f"{source}: {path}: {msg}" if path else f"{source}: {msg}")
             raise ConfigError("\n".join(lines)) from None
+
+
+def _check_priority(route: RouteConfig, upstreams: dict[str, UpstreamConfig], where: str) -> None:
+    """A non-zero route priority needs the in-process engine to schedule by priority (it
+    refuses such requests otherwise): say so at start rather than 400 every request."""
+    if not route.priority:
+        return
+    for key in ("upstream", "fallback"):
+        up = upstreams.get(getattr(route, key) or "")
+        if up is not None and up.kind == "engine" \
+                and up.engine.get("scheduling_policy", "fcfs") != "priority":
+            raise ValueError(f"{where}.priority: {route.priority} needs the engine upstream "
+                             f"{up.name!r} to set engine: {{scheduling_policy: priority}}")
 
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

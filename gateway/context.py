@@ -168,6 +168,7 @@ class RequestContext:
     session_id: str | None = None  # x-session-id, body.session_id, or the WebSocket's session
     cache_control: CacheControl = field(default_factory=CacheControl)
     cache_salt: str | None = None  # keys the engine's prefix cache (gateway/kv_isolation.py)
+    priority: int | None = None  # the engine's request priority: the route's, else the body's
     limit_headers: list[tuple[bytes, bytes]] = field(default_factory=list)  # x-ratelimit-*
     timings: ServerTiming = field(default_factory=ServerTiming)
     started: float = field(default_factory=time.perf_counter)

@@ -123,4 +123,5 @@ def build_context(
         session_id=session_id or headers.get("x-session-id") or body.session_id,
         cache_control=cache_control,
         cache_salt=cache_salt_for(route, tenant, body.cache_salt, keyed),
+        priority=route.priority if route.priority is not None else body.priority,
     )

@@ -206,7 +206,7 @@ class UpstreamCaller:
 
 def _call(ctx: RequestContext, request: GenerationRequest) -> UpstreamCall:
     return UpstreamCall(ctx.request_id, ctx.session_id, ctx.cache_salt,
-                        ctx.client_json if request is ctx.body else None)
+                        ctx.client_json if request is ctx.body else None, ctx.priority)
 
 
 def _attempts(route: RouteConfig, upstream: str | None) -> list[str]:

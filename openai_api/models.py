@@ -98,6 +98,9 @@ class SamplingFields(BaseModel):
     logit_bias: dict[str, Any] | None = None  # token id -> bias in [-100, 100]
     # vLLM's field: partitions the engine's prefix cache (only equal salts share blocks)
     cache_salt: str | None = Field(default=None, min_length=1)
+    # vLLM's field: the request's class under the engine's priority scheduling (lower first;
+    # None is 0); a non-zero value under first-come-first-served scheduling is a 400
+    priority: int | None = Field(default=None, strict=True)
     # Headstart extensions
     session_id: str | None = None
     cache: dict[str, Any] | None = None  # per-request cache controls for SDKs without headers

@@ -46,11 +46,12 @@ def choice_requests(prompts: list[Prompt], n: int,
 
 def start_choice(engine: AsyncEngine, metrics: EngineMetrics, endpoint: str,
                  session_id: str | None, cache_salt: str | None, ids: list[int],
-                 params: SamplingParams, request_id: str) -> AsyncIterator[GenerationDelta]:
+                 params: SamplingParams, request_id: str, *,
+                 priority: int = 0) -> AsyncIterator[GenerationDelta]:
     """One choice as one engine request, its latencies observed (a `Start` once the first
-    five arguments are bound)."""
+    five arguments and `priority` are bound)."""
     deltas = engine.generate(ids, params, request_id=request_id, session_id=session_id,
-                             cache_salt=cache_salt)
+                             cache_salt=cache_salt, priority=priority)
     return metrics.observe(deltas, endpoint)
 
 

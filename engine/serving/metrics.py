@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from engine.async_engine import AsyncEngine
+    from engine.kv_tier import TierStats
     from engine.outputs import GenerationDelta
 
 PREFIX = "headstart_engine"
@@ -53,10 +54,35 @@ class EngineStatsCollector(Collector):
             "prompt_tokens": ("Prompt tokens of admitted requests.", s.prompt_tokens_total),
             "prefix_hit_tokens": ("Prompt tokens reused from the prefix cache.",
                                   s.cached_tokens_total),
-            "preemptions": ("Requests preempted for lack of KV blocks.", s.num_preemptions),
+            "preemptions": ("Requests preempted: KV blocks ran short, or a better priority "
+                            "class took the room.", s.num_preemptions),
+            "priority_preemptions": ("Preemptions of a request for a better priority class.",
+                                     s.num_priority_preemptions),
         }
         for name, (doc, value) in counters.items():
             yield CounterMetricFamily(f"{PREFIX}_{name}", doc, value=value)
+        if s.tier is not None:
+            yield from tier_metrics(s.tier)
+
+
+def tier_metrics(t: TierStats) -> Iterator[Metric]:
+    """The second KV tier (`--kv-offload-mb`): what it holds, what moved, both ways."""
+    yield GaugeMetricFamily(f"{PREFIX}_kv_tier_blocks",
+                            "KV blocks held in the second tier.", value=t.blocks)
+    yield GaugeMetricFamily(f"{PREFIX}_kv_tier_capacity_blocks",
+                            "KV blocks the second tier can hold.", value=t.capacity)
+    yield CounterMetricFamily(f"{PREFIX}_kv_tier_offloaded_blocks",
+                              "Blocks evicted from the pool and kept in the second tier.",
+                              value=t.saved)
+    yield CounterMetricFamily(f"{PREFIX}_kv_tier_reloaded_blocks",
+                              "Blocks loaded back from the second tier instead of recomputed.",
+                              value=t.reloaded)
+    moved = CounterMetricFamily(f"{PREFIX}_kv_tier_bytes",
+                                "Bytes moved between the pool and the second tier.",
+                                labels=["direction"])
+    moved.add_metric(["offload"], t.bytes_saved)
+    moved.add_metric(["reload"], t.bytes_reloaded)
+    yield moved
 
 
 class EngineMetrics:

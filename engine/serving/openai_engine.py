@@ -48,24 +48,28 @@ class OpenAIEngine:
     def stream(self, request: GenerationRequest, *, request_id: str | None = None,
                session_id: str | None = None, cache_salt: str | None = None,
                include_usage: bool = True, completion_id: str | None = None,
+               priority: int | None = None,
                ) -> AsyncIterator[ChatCompletionChunk | Completion]:
         """The chunks of the answer to `request` (a usage chunk last with `include_usage`),
         with the id `completion_id` (default: a new one). `request_id` names the engine
         requests (made unique here: sub-requests may share one); `session_id` and
-        `cache_salt` key its KV blocks (vLLM's meanings)."""
+        `cache_salt` key its KV blocks, `priority` (default: the request's) orders it
+        (vLLM's meanings)."""
         rid = f"{request_id or new_id('req')}-{next(self._seq)}"
-        keys = (rid, session_id, cache_salt, include_usage, completion_id)
+        if priority is None:
+            priority = request.priority or 0
+        keys = (rid, session_id, cache_salt, include_usage, completion_id, priority)
         if isinstance(request, ChatCompletionRequest):
             return self._chat(request, *keys)
         return self._completion(request, *keys)
 
     async def _chat(self, request: ChatCompletionRequest, rid: str, session_id: str | None,
                     cache_salt: str | None, include_usage: bool, completion_id: str | None,
-                    ) -> AsyncIterator[ChatCompletionChunk]:
+                    priority: int) -> AsyncIterator[ChatCompletionChunk]:
         engine = self.engine
         prepared = inputs.chat_input(request, engine.tokenizer, engine.max_model_len,
                                      engine.engine.grammars)
-        deltas = self._deltas(prepared, rid, session_id, cache_salt, "chat")
+        deltas = self._deltas(prepared, rid, session_id, cache_salt, "chat", priority)
         chunks = answers.stream_chat(deltas, model=request.model, n=request.n,
                                      include_usage=include_usage, completion_id=completion_id)
         if prepared.tool_stream is not None:  # the request offers tools: parse calls out
@@ -76,10 +80,10 @@ class OpenAIEngine:
 
     async def _completion(self, request: CompletionRequest, rid: str, session_id: str | None,
                           cache_salt: str | None, include_usage: bool,
-                          completion_id: str | None) -> AsyncIterator[Completion]:
+                          completion_id: str | None, priority: int) -> AsyncIterator[Completion]:
         engine = self.engine
         prepared = inputs.completion_input(request, engine.tokenizer, engine.max_model_len)
-        deltas = self._deltas(prepared, rid, session_id, cache_salt, "completion")
+        deltas = self._deltas(prepared, rid, session_id, cache_salt, "completion", priority)
         chunks = answers.stream_completion(deltas, model=request.model, n=request.n,
                                            include_usage=include_usage,
                                            echoes=prepared.echoes(),
@@ -89,11 +93,13 @@ class OpenAIEngine:
                 yield chunk
 
     async def _deltas(self, prepared: inputs.EngineInput, rid: str, session_id: str | None,
-                      cache_salt: str | None, endpoint: str) -> AsyncIterator[IndexedDelta]:
+                      cache_salt: str | None, endpoint: str,
+                      priority: int = 0) -> AsyncIterator[IndexedDelta]:
         def start(ids: list[int], params: SamplingParams,
                   engine_request_id: str) -> AsyncIterator[GenerationDelta]:
             deltas = self.engine.generate(ids, params, request_id=engine_request_id,
-                                          session_id=session_id, cache_salt=cache_salt)
+                                          session_id=session_id, cache_salt=cache_salt,
+                                          priority=priority)
             return self.metrics.observe(deltas, endpoint)
 
         try:

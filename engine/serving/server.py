@@ -21,6 +21,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from engine.async_engine import AsyncEngine
+from engine.config import POLICIES
 from engine.serving.answers import fold
 from engine.serving.openai_engine import OpenAIEngine
 from openai_api import (
@@ -204,7 +205,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--block-size", type=int)
     p.add_argument("--session-idle-s", type=float, help="how long a session's blocks are kept")
     p.add_argument("--no-prefix-caching", action="store_true")
+    p.add_argument("--scheduling-policy", choices=POLICIES,
+                   help="fcfs (default): first come, first served; priority: requests' "
+                        "`priority` field, lower first (vLLM's meaning)")
     p.add_argument("--seed", type=int)
+    p.add_argument("--kv-offload-mb", type=int, metavar="N",
+                   help="a second KV tier of N MB: blocks evicted from the pool go there (int8 "
+                        "in RAM, or the pool's bytes on disk with --kv-offload-dir) and are "
+                        "loaded back instead of recomputed")
+    p.add_argument("--kv-offload-dir", metavar="DIR",
+                   help="keep the second tier in a file under DIR (lossless) instead of RAM")
     p.add_argument("--kv-events", metavar="ENDPOINT",
                    help="publish KV cache events (vLLM's format) on a ZeroMQ PUB socket bound "
                         "here, e.g. tcp://*:5557")
@@ -224,6 +234,8 @@ def engine_config(args: argparse.Namespace):
         "max_num_seqs": args.max_num_seqs, "max_model_len": args.max_model_len,
         "kv_cache_memory_mb": args.kv_cache_memory_mb, "num_kv_blocks": args.num_kv_blocks,
         "block_size": args.block_size, "session_idle_s": args.session_idle_s, "seed": args.seed,
+        "scheduling_policy": args.scheduling_policy, "kv_offload_mb": args.kv_offload_mb,
+        "kv_offload_dir": args.kv_offload_dir,
     }
     return EngineConfig(model=args.model, model_name=name,
                         enable_prefix_caching=not args.no_prefix_caching,
@@ -235,7 +247,10 @@ def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
     args = parse_args(argv)
-    engine = AsyncEngine(engine_config(args))
+    try:
+        engine = AsyncEngine(engine_config(args))
+    except ValueError as exc:  # a bad value (an unwritable --kv-offload-dir...): say which
+        raise SystemExit(f"headstart engine: error: {exc}") from None
     publisher = None
     if args.kv_events:
         from engine.kv_events import KVEventPublisher

@@ -7,7 +7,9 @@ block hashes into the picker's block keys (`block_keys.py`) from the token ids e
 `BlockStored` carries: a key is the block's tokens chained to its parent's key, so it does
 not matter how the replica hashes (the bundled engine and vLLM differ). A block whose parent
 was stored before this gateway subscribed cannot be placed and is skipped; a replica whose
-sequence numbers restart (it restarted) is forgotten first.
+sequence numbers restart (it restarted) is forgotten first. A block a replica moves to its
+second tier comes as a `BlockStored` on that medium without tokens: it is placed by the
+hash it was first stored under, and its translation is kept while any medium holds it.
 """
 
 from __future__ import annotations
@@ -52,8 +54,7 @@ class EventTranslator:
             if isinstance(event, BlockStored):
                 self._stored(endpoint, keys, event)
             elif isinstance(event, BlockRemoved):
-                gone = [k for h in event.block_hashes if (k := keys.pop(h, None)) is not None]
-                self.locator.remove(endpoint, gone)
+                self._removed(endpoint, keys, event)
             elif isinstance(event, AllBlocksCleared):
                 self.reset(endpoint)
                 keys = self._keys.setdefault(endpoint, {})
@@ -63,7 +64,19 @@ class EventTranslator:
         self._keys.pop(endpoint, None)
         self.locator.clear(endpoint)
 
+    def _removed(self, endpoint: str, keys: dict[Any, int], event: BlockRemoved) -> None:
+        known = [(h, k) for h in event.block_hashes if (k := keys.get(h)) is not None]
+        self.locator.remove(endpoint, [k for _, k in known], event.medium)
+        for block_hash, key in known:
+            if not self.locator.holds(endpoint, key):
+                del keys[block_hash]  # gone from every medium
+
     def _stored(self, endpoint: str, keys: dict[Any, int], event: BlockStored) -> None:
+        if not event.token_ids:  # a known block moved to another medium (a second tier)
+            moved = [k for h in event.block_hashes if (k := keys.get(h)) is not None]
+            self.unplaced += len(event.block_hashes) - len(moved)
+            self.locator.add(endpoint, moved, event.medium)
+            return
         if event.block_size != self.block_size:
             self.unplaced += len(event.block_hashes)
             return
@@ -83,7 +96,7 @@ class EventTranslator:
             parent = hash_block(parent, tokens)
             keys[block_hash] = parent
             placed.append(parent)
-        self.locator.add(endpoint, placed)
+        self.locator.add(endpoint, placed, event.medium)
         while len(keys) > MAX_TRANSLATIONS:  # removals missed: drop the oldest
             del keys[next(iter(keys))]
 

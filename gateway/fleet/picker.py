@@ -9,6 +9,8 @@ token count, the session id, and each candidate's `EndpointLoad`.
 would wait for there, in prompt tokens to compute:
 
     cost = uncached prompt tokens (prompt - the blocks the replica holds, `BlockLocator`)
+         + tier_reload_cost x the prompt tokens of held blocks it would load back from
+           its second tier rather than read in its pool
          + prompt tokens still to compute for requests queued ahead of it
          + decode_cost_tokens per request decoding there
          - session_bonus_tokens where the request's session went last
@@ -62,6 +64,8 @@ class PickerSettings:
     share_ratio: float = 1.75  # recent picks over the mean that pass a replica over
     share_window: int = 16  # picks remembered per candidate for that bar
     kv_high: float = 0.95  # KV use above this: the replica would evict or preempt
+    # a block in a replica's second tier, against computing it (bench/engine/tier_bench.py)
+    tier_reload_cost: float = 0.05
 
 
 @dataclass
@@ -147,7 +151,11 @@ class EndpointPicker:
         costs: dict[str, float] = {}
         for endpoint in candidates:
             load = loads.get(endpoint, _IDLE)
-            new = max(0, prompt_tokens - matched.get(endpoint, 0) * s.block_size)
+            held = matched.get(endpoint, 0)
+            new = max(0, prompt_tokens - held * s.block_size)
+            if held:
+                new += (s.tier_reload_cost * s.block_size
+                        * self.locator.in_tier_only(endpoint, keys[:held]))
             cost = (new + load.pending_tokens + s.queued_request_tokens * load.others_waiting
                     + s.decode_cost_tokens * load.decoding)
             if load.kv_usage > s.kv_high:

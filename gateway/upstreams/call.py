@@ -18,6 +18,7 @@ class UpstreamCall:
     # the client's JSON as it came, when the request sent is the client's own, unchanged:
     # a passthrough may send these very bytes
     client_json: bytes | None = None
+    priority: int | None = None  # the engine's request priority (the route's `priority:`)
     # reported back by the adapter
     endpoint: str | None = None  # the replica that answered (a fleet's base URL)
     body: bytes | None = None  # a whole answer's bytes as the upstream sent them

@@ -40,7 +40,8 @@ class EngineUpstream(Upstream):
     async def stream(self, request: ChatCompletionRequest | CompletionRequest,
                      call: UpstreamCall) -> AsyncIterator[ChatCompletionChunk | Completion]:
         chunks = self.engine.stream(request, request_id=call.request_id,
-                                    session_id=call.session_id, cache_salt=call.cache_salt)
+                                    session_id=call.session_id, cache_salt=call.cache_salt,
+                                    priority=call.priority)
         try:
             async with aclosing(chunks):
                 async for chunk in chunks:

@@ -101,8 +101,14 @@ class OpenAICompatUpstream(Upstream):
         unstreamed or streamed at the client's asking (the usage option then goes in as
         the object's first member). Rendering it again would cost about 40 µs on the
         request's way upstream once the gateway has idled."""
-        if call.cache_salt != request.cache_salt:  # the gateway's salt (gateway/kv_isolation.py)
-            return to_json({**self._payload(request), "cache_salt": call.cache_salt})
+        if call.cache_salt != request.cache_salt or call.priority != request.priority:
+            # the gateway's salt (gateway/kv_isolation.py) or the route's priority
+            payload = self._payload(request)
+            for key, value in (("cache_salt", call.cache_salt), ("priority", call.priority)):
+                payload.pop(key, None)
+                if value is not None:
+                    payload[key] = value
+            return to_json(payload)
         raw = call.client_json
         if (raw is not None
                 and self.model_for(request.model) == request.model

@@ -92,9 +92,9 @@ def test_a_remote_request_over_the_limit_gets_429_and_a_fallback_attempt_does_no
     for in_flight, seconds in [(0, 0.2), (8, 1.0)] * 3:
         admission.loads["a"].fit.add(in_flight, seconds)
         admission.loads["b"].fit.add(in_flight, seconds)
-    admission.loads["a"].in_flight = admission.loads["b"].in_flight = 8
+    admission.loads["a"].by_priority[0] = admission.loads["b"].by_priority[0] = 8
     admission.check(ctx, "a")  # 8 ahead add 0.8 s to the 0.2 s of a request alone: admitted
-    admission.loads["a"].in_flight = admission.loads["b"].in_flight = 20
+    admission.loads["a"].by_priority[0] = admission.loads["b"].by_priority[0] = 20
     with pytest.raises(APIError) as err:
         admission.check(ctx, "a")  # 20 ahead add 2.0 s
     assert err.value.status == 429 and err.value.headers["retry-after"] == "1"

@@ -150,6 +150,13 @@ const HeadstartTables = (() => {
         const x = M.quantile(q, h);
         cell(tr, k(key), x, ms(x));
       }
+      // the second KV tier (`--kv-offload-mb`): what it holds, reloads, bytes both ways
+      const tier = Boolean(f[E + "kv_tier_blocks"]);
+      const tv = (metric) => (tier ? v(metric) : null);
+      cell(tr, k("tier_blocks"), tv("kv_tier_blocks"), num(tv("kv_tier_blocks")));
+      cell(tr, k("tier_reloads"), tv("kv_tier_reloaded_blocks"), num(tv("kv_tier_reloaded_blocks")));
+      const moved = tier ? v("kv_tier_bytes") / 1048576 : null;
+      cell(tr, k("tier_mb_moved"), moved, moved == null ? "–" : moved.toFixed(1));
       return tr;
     }));
   }

@@ -1,0 +1,26 @@
+"""Block hashes: what names a full KV block in every process (the block manager's prefix
+index, KV events, a fleet's router, the second tier)."""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Sequence as Seq
+
+
+def hash_block(parent_hash: int | None, token_ids: Seq[int]) -> int:
+    """A stable 128-bit hash of a block's tokens chained to its parent's (same in every process)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update((parent_hash or 0).to_bytes(16, "little"))
+    h.update(array("q", token_ids).tobytes())
+    return int.from_bytes(h.digest(), "little")
+
+
+def salt_root(cache_salt: str | None) -> int | None:
+    """The parent hash of a salted sequence's first block (None: unsalted). A request's
+    `cache_salt` enters its first block's hash, so its whole chain differs from the same
+    tokens under another salt: tenants with different salts never share a prefix."""
+    if cache_salt is None:
+        return None
+    return int.from_bytes(hashlib.blake2b(b"cache_salt:" + cache_salt.encode(),
+                                          digest_size=16).digest(), "little")

@@ -1,0 +1,149 @@
+"""Who goes first: the scheduling policy's order of requests and its preemption rules.
+
+`fcfs` (the default) keeps today's order: arrival; the latest arrival is the one preempted
+when blocks run short; every request has priority 0. `priority` (vLLM's
+`--scheduling-policy priority`: an int per request, lower first) orders requests by
+(priority, arrival) with one exception, the guarantee against starvation:
+
+- **the oldest request in the engine ranks first, whatever its priority** (a guaranteed
+  share of one running slot, in arrival order). A request of any class therefore becomes
+  the oldest once those before it finish, and then runs to its end: it is admitted ahead
+  of everyone and is never preempted while others run. Aging was the other choice; it
+  lets old batch work overtake new interactive requests whenever batch work has queued long,
+  which under a sustained batch overload is always.
+
+Preemption picks the running request that ranks last. A waiting request may also displace
+it (`may_displace`) when the running set is full or the pool cannot hold its first chunk,
+but only across classes: never between equal priorities, so two requests of one class
+never take turns preempting each other (a rank is fixed for life, so no two requests can
+ping-pong either). A preempted request keeps its arrival time, hence its place in line.
+
+    waiting (priority, arrival):   (0, 7.1)  (10, 1.0)*  (10, 2.0)  (10, 3.5)
+    rank:                          2nd       1st        3rd        4th      * the oldest
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Iterable, Iterator
+
+from engine.config import POLICIES
+from engine.errors import InvalidRequest
+from engine.sequence import Sequence, SequenceStatus
+
+PRIORITY_RANGE = (-(2 ** 31), 2 ** 31 - 1)  # an int32, as vLLM's
+LOW_CLASS_SHARE = 8  # a class below the default reads at most 1/8 of a step's budget
+
+
+def check_priority(priority: object, policy: str) -> int:
+    """The request's priority, or InvalidRequest (a 400 naming `priority`): an integer, and
+    non-zero only under the `priority` policy."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidRequest("priority must be an integer", "priority")
+    low, high = PRIORITY_RANGE
+    if not low <= priority <= high:
+        raise InvalidRequest(f"priority must be between {low} and {high}", "priority")
+    if priority != 0 and policy != "priority":
+        raise InvalidRequest(
+            f"priority {priority} needs the priority scheduling policy; this engine schedules "
+            "first come, first served (start it with --scheduling-policy priority)", "priority")
+    return priority
+
+
+class SchedulingPolicy:
+    """The order of requests under one policy (`POLICIES`); plain bookkeeping, no state
+    but the name."""
+
+    def __init__(self, name: str = "fcfs") -> None:
+        if name not in POLICIES:
+            raise ValueError(f"scheduling_policy must be one of {', '.join(POLICIES)}, "
+                             f"not {name!r}")
+        self.name = name
+        self.by_priority = name == "priority"
+
+    @staticmethod
+    def line_key(seq: Sequence) -> tuple[int, float]:
+        """A request's place in the waiting line under `priority` (the oldest aside)."""
+        return seq.priority, seq.arrival_time
+
+    def rank(self, seq: Sequence, oldest: Sequence | None) -> tuple[bool, int, float]:
+        """Lower goes first and is preempted last: see the module docstring."""
+        if not self.by_priority:
+            return False, 0, seq.arrival_time
+        return seq is not oldest, seq.priority, seq.arrival_time
+
+    def requeue(self, waiting: deque[Sequence], seq: Sequence) -> None:
+        """Put a preempted request back in line: first under fcfs (as it arrived before
+        the others waiting), at its own (priority, arrival) place under priority."""
+        if self.by_priority:
+            bisect.insort(waiting, seq, key=self.line_key)
+        else:
+            waiting.appendleft(seq)
+
+    def enqueue(self, waiting: deque[Sequence], seq: Sequence) -> None:
+        """Put a new request in line."""
+        if self.by_priority:
+            bisect.insort(waiting, seq, key=self.line_key)
+        else:
+            waiting.append(seq)
+
+    def oldest(self, running: Iterable[Sequence], waiting: Iterable[Sequence]
+               ) -> Sequence | None:
+        """The request the starvation guarantee protects (None under fcfs, where arrival
+        order protects everyone)."""
+        if not self.by_priority:
+            return None
+        return min((*running, *waiting), key=lambda s: s.arrival_time, default=None)
+
+    def chunk_cap(self, seq: Sequence, cap: int, budget: int) -> int:
+        """The most prompt tokens `seq` reads in one step: a class below the default
+        (priority > 0) reads at most 1/LOW_CLASS_SHARE of the step budget under `priority`,
+        so a default-class request arriving mid-step waits for a short step, not a long
+        chunk of batch work (its own step then carries no batch prompt at all)."""
+        if not self.by_priority or seq.priority <= 0:
+            return cap
+        return min(cap, max(1, budget // LOW_CLASS_SHARE))
+
+    def may_top_up(self, seq: Sequence) -> bool:
+        """Whether `seq` may take budget left over at the end of a step."""
+        return not (self.by_priority and seq.priority > 0)
+
+    def may_displace(self, victim: Sequence, waiter: Sequence, oldest: Sequence | None) -> bool:
+        """Whether `waiter` may preempt the running `victim` to take its slot or blocks:
+        only under `priority`, only across classes, only a victim ranking after it."""
+        if not self.by_priority or victim.priority == waiter.priority:
+            return False
+        return self.rank(victim, oldest) > self.rank(waiter, oldest)
+
+    def in_order(self, oldest: Sequence | None, prefills: list[Sequence],
+                 waiting: deque[Sequence]) -> Iterator[Sequence]:
+        """Running prefills and waiting requests together in rank order (`priority`): the
+        oldest first, then both lines merged by (priority, arrival). `waiting` is kept in
+        that order already; the caller may admit and preempt while it reads (a snapshot)."""
+        if oldest is not None and (oldest.status is SequenceStatus.WAITING
+                                   or oldest in prefills):
+            yield oldest
+        rest = sorted((s for s in prefills if s is not oldest), key=self.line_key)
+        i = 0
+        for seq in list(waiting):
+            if seq is oldest:
+                continue
+            while i < len(rest) and self.line_key(rest[i]) <= self.line_key(seq):
+                yield rest[i]
+                i += 1
+            yield seq
+        yield from rest[i:]
+
+
+def ahead_of(priority: int, running: list[Sequence], waiting: list[Sequence]
+             ) -> tuple[list[Sequence], list[Sequence]]:
+    """The running and waiting requests a new request of `priority` would find ahead of it
+    under the priority policy, waiting ones in line order: those of its class or a better
+    one, and the oldest (worse classes yield their slots to it, engine/wait_estimate.py)."""
+    oldest = min((*running, *waiting), key=lambda s: s.arrival_time, default=None)
+    running = [s for s in running if s.priority <= priority or s is oldest]
+    waiting = sorted((s for s in waiting if s.priority <= priority or s is oldest),
+                     key=lambda s: (s is not oldest, s.priority, s.arrival_time))
+    return running, waiting
+

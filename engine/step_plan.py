@@ -1,0 +1,48 @@
+"""The plan of one engine step as the scheduler builds it, and what it hands the runner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.sequence import ScheduledSequence, Sequence
+
+
+@dataclass
+class SchedulerOutput:
+    scheduled: list[ScheduledSequence] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+
+    @property
+    def num_batched_tokens(self) -> int:
+        return sum(s.num_new_tokens for s in self.scheduled)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.scheduled
+
+
+@dataclass
+class StepPlan:
+    """The step being planned: tokens per sequence (in batch order), budget left, and who
+    was preempted to make room."""
+
+    budget: int
+    tokens: dict[Sequence, int] = field(default_factory=dict)
+    preempted: list[Sequence] = field(default_factory=list)
+    out_of_blocks: bool = False  # a running sequence was preempted for blocks: admit nobody
+
+    def give(self, seq: Sequence, num_new: int) -> None:
+        """`seq` computes `num_new` more tokens this step."""
+        assert 0 < num_new <= self.budget, f"{num_new} tokens for {seq}, {self.budget} left"
+        self.tokens[seq] = self.tokens.get(seq, 0) + num_new
+        self.budget -= num_new
+
+    def drop(self, seq: Sequence) -> None:
+        """`seq` was preempted: whatever it had been given goes back to the budget."""
+        self.budget += self.tokens.pop(seq, 0)
+        self.preempted.append(seq)
+
+    def output(self) -> SchedulerOutput:
+        items = [ScheduledSequence(seq, n, seq.num_computed_tokens + n == seq.num_tokens)
+                 for seq, n in self.tokens.items()]
+        return SchedulerOutput(items, self.preempted)

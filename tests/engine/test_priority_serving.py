@@ -1,0 +1,80 @@
+"""Priorities through the real engine: `EngineConfig.scheduling_policy`, the request field
+`priority` on the engine's server (a 400 under fcfs), and the order requests finish in."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from engine.async_engine import AsyncEngine
+from engine.config import EngineConfig
+from engine.llm_engine import LLMEngine
+from engine.sampling_params import SamplingParams
+from engine.serving.server import create_engine_app, engine_config, parse_args
+from tests.engine.test_serving_server import ThreadServer
+
+MESSAGES = [{"role": "user", "content": "Name a colour."}]
+
+
+def test_a_better_class_finishes_before_a_worse_one_that_arrived_earlier(smollm_bf16):
+    loaded = tuple(smollm_bf16)
+    waves = {}
+    for policy in ("fcfs", "priority"):
+        engine = LLMEngine(EngineConfig(kv_cache_memory_mb=32, max_num_seqs=2,
+                                        scheduling_policy=policy), loaded=loaded)
+        params = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
+        for name, priority in (("batch-1", 10), ("batch-2", 10), ("batch-3", 10), ("chat", 0)):
+            seq = engine.make_sequence("Tell me about " + name, params, name)
+            seq.priority = priority if policy == "priority" else 0
+            engine.add_sequence(seq)
+        finished = []
+        while engine.has_unfinished():
+            if done := sorted(d.request_id for d in engine.step() if d.finish_reason):
+                finished.append(done)
+        waves[policy] = finished
+    assert waves["fcfs"] == [["batch-1", "batch-2"], ["batch-3", "chat"]]
+    # batch-1 is the oldest and keeps a slot; chat takes the other, ahead of batch-2
+    assert waves["priority"] == [["batch-1", "chat"], ["batch-2", "batch-3"]]
+
+
+def test_the_scheduling_policy_flag_and_its_bad_values():
+    assert engine_config(parse_args(["--scheduling-policy", "priority"])).scheduling_policy \
+        == "priority"
+    assert engine_config(parse_args([])).scheduling_policy == "fcfs"
+    with pytest.raises(SystemExit):
+        parse_args(["--scheduling-policy", "lottery"])
+    with pytest.raises(ValueError, match="scheduling_policy must be one of fcfs, priority"):
+        EngineConfig(scheduling_policy="lottery")
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "priority"])
+def test_the_server_takes_priority_in_the_body(smollm_bf16, policy):
+    engine = AsyncEngine(EngineConfig(kv_cache_memory_mb=32, scheduling_policy=policy),
+                         loaded=tuple(smollm_bf16))
+    server = ThreadServer(create_engine_app(engine, owns_engine=True)).start()
+    try:
+        client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused",
+                               max_retries=0, timeout=120)
+
+        def ask(priority) -> str | None:
+            answer = client.chat.completions.create(
+                model="smollm2-135m-instruct", messages=MESSAGES, max_tokens=2,
+                temperature=0, extra_body={"priority": priority})
+            return answer.choices[0].finish_reason
+
+        assert ask(0) == "length"
+        if policy == "priority":
+            assert ask(10) == ask(-5) == "length"
+        else:
+            with pytest.raises(openai.BadRequestError) as err:
+                ask(3)
+            assert err.value.body["param"] == "priority"
+            assert "--scheduling-policy priority" in err.value.body["message"]
+        with pytest.raises(openai.BadRequestError) as err:
+            ask("high")
+        assert "priority" in str(err.value.body)
+        completion = client.completions.create(model="smollm2-135m-instruct", prompt="Hi",
+                                               max_tokens=1, extra_body={"priority": 0})
+        assert completion.choices[0].finish_reason == "length"
+    finally:
+        server.stop()
