@@ -2,11 +2,13 @@
 
 - **Decode at batch 8**: eight greedy sequences decode together, all constrained by a JSON
   schema (a long string property keeps every one alive), against the same eight without a
-  grammar. The figure is the median decode step with masks over the median without; the
-  rounds alternate, so both see the same machine. Goal: <= 1.15.
-- **A new schema's first token**: a request with a schema the engine has never seen against
-  the same request without one (time to first token, median over the suite's schemas),
-  and the same schema again (compiled already). Goals: <= 50 ms added, <= 1 ms for a repeat.
+  grammar. The figure is the median decode step with masks over the median without, and
+  the fastest over the fastest (the step others on the machine disturbed least); the rounds
+  alternate, so both see the same machine. Goal: <= 1.15.
+- **A new schema's first token**: the work a request with a schema the engine has never seen
+  does beyond the same request without one before its first token (compiling the matcher,
+  the first step's mask), median over the suite's schemas, and the same for the schema
+  again (compiled already). Goals: <= 50 ms added, <= 1 ms for a repeat.
 - **Parts**: compiling each suite schema (llguidance, fresh), a matcher from the cache, and
   one batch-8 mask.
 
@@ -69,42 +71,37 @@ def decode_steps(engine: LLMEngine, masked: bool, tokens: int) -> list[tuple[flo
     return times
 
 
-def first_token(engine: LLMEngine, ids: list[int], params: SamplingParams
-                ) -> tuple[float, float]:
-    start = clocks()
-    engine.add_request(ids, params)
-    while not engine.step():
-        pass
-    elapsed = since(start)
-    while engine.has_unfinished():
-        engine.step()
-    return elapsed
-
-
 def medians(pairs: list[tuple[float, float]]) -> tuple[float, float]:
     return (statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs))
 
 
-def ttft(engine: LLMEngine, rounds: int) -> dict[str, float]:
-    """Median added time to first token (ms): a new schema, the same one again. The prefix
-    cache is off, so each request reads its whole prompt."""
-    engine = LLMEngine(EngineConfig(num_kv_blocks=256, enable_prefix_caching=False),
-                       loaded=(engine.runner.model, engine.tokenizer, engine.model_config))
-    added_new, added_repeat = [], []
+def added_work(engine: LLMEngine, rounds: int) -> dict[str, float]:
+    """What a constrained request does beyond a plain one before its first token (ms): the
+    matcher in `make_sequence` (a compile for a schema never seen, a copy for a repeat) and
+    the first step's mask. Everything else on the way to the first token is the same work,
+    so this is the time a schema adds, measured without the noise of the prefill around it."""
+    logits = torch.zeros(1, engine.model_config.vocab_size)
+    new, repeat = [], []
     for round_ in range(rounds):
         for name, question, schema in SCHEMA_SUITE:
-            fresh = {**schema, "description": f"{name} {round_} {time.time_ns()}"}  # never seen
             ids = chat(engine, question)
-            spec = json_schema_grammar(fresh, PARAM)
-            plain = first_token(engine, ids, SamplingParams(max_tokens=1, temperature=0))
-            new = first_token(engine, ids, SamplingParams(max_tokens=1, temperature=0,
-                                                          grammar=spec))
-            again = first_token(engine, ids, SamplingParams(max_tokens=1, temperature=0,
-                                                            grammar=spec))
-            added_new.append(tuple((n - p) * 1e3 for n, p in zip(new, plain, strict=True)))
-            added_repeat.append(tuple((a - p) * 1e3 for a, p in zip(again, plain, strict=True)))
-    (new_wall, new_cpu), (again_wall, again_cpu) = medians(added_new), medians(added_repeat)
+            spec = json_schema_grammar({**schema, "description": f"{name} {round_} "
+                                        f"{time.time_ns()}"}, PARAM)  # never seen
+            for out in (new, repeat):
+                start = clocks()
+                plain = engine.make_sequence(ids, SamplingParams(max_tokens=1, temperature=0))
+                plain_s = since(start)
+                start = clocks()
+                seq = engine.make_sequence(ids, SamplingParams(max_tokens=1, temperature=0,
+                                                               grammar=spec))
+                apply_grammar_masks(logits, [seq.grammar])
+                constrained_s = since(start)
+                out.append(tuple((c - p) * 1e3 for c, p in zip(constrained_s, plain_s,
+                                                                strict=True)))
+                del plain
+    (new_wall, new_cpu), (again_wall, again_cpu) = medians(new), medians(repeat)
     return {"new_schema_added_ms_wall": new_wall, "new_schema_added_ms_cpu": new_cpu,
+            "new_schema_added_ms_max_wall": max(n[0] for n in new),
             "repeat_added_ms_wall": again_wall, "repeat_added_ms_cpu": again_cpu}
 
 
@@ -146,21 +143,26 @@ def main(argv: list[str] | None = None) -> int:
     engine.grammars.vocabulary.result()  # built at engine start; not part of any figure
     decode_steps(engine, True, 8)  # warm both paths
     decode_steps(engine, False, 8)
-    walls, cpus = [], []
+    walls, cpus, fastest = [], [], []
     for _ in range(args.rounds):
-        plain = medians(decode_steps(engine, False, args.tokens))
-        masked = medians(decode_steps(engine, True, args.tokens))
+        plain_steps = decode_steps(engine, False, args.tokens)
+        masked_steps = decode_steps(engine, True, args.tokens)
+        plain, masked = medians(plain_steps), medians(masked_steps)
         walls.append(masked[0] / plain[0])
         cpus.append(masked[1] / plain[1])
-        print(f"decode step at batch {BATCH}: plain {plain[0] * 1e3:.2f} ms "
-              f"({plain[1] * 1e3:.2f} ms cpu), masked {masked[0] * 1e3:.2f} ms "
-              f"({masked[1] * 1e3:.2f} ms cpu): {walls[-1]:.3f}x ({cpus[-1]:.3f}x cpu)",
-              flush=True)
+        # the fastest step of each: the one others' work on the machine disturbed least
+        fastest.append(min(w for w, _ in masked_steps) / min(w for w, _ in plain_steps))
+        print(f"decode step at batch {BATCH} (median; fastest): plain {plain[0] * 1e3:.2f} ms; "
+              f"{min(w for w, _ in plain_steps) * 1e3:.2f} ms, masked {masked[0] * 1e3:.2f} ms; "
+              f"{min(w for w, _ in masked_steps) * 1e3:.2f} ms: {walls[-1]:.3f}x "
+              f"({cpus[-1]:.3f}x cpu); {fastest[-1]:.3f}x", flush=True)
     result = {"decode_ratio_wall_median": statistics.median(walls),
               "decode_ratio_wall_min": min(walls), "decode_ratio_wall_max": max(walls),
               "decode_ratio_cpu_median": statistics.median(cpus),
               "decode_ratio_cpu_min": min(cpus), "decode_ratio_cpu_max": max(cpus),
-              **ttft(engine, max(1, args.rounds // 2)), **parts(engine)}
+              "decode_ratio_fastest_median": statistics.median(fastest),
+              "decode_ratio_fastest_min": min(fastest), "decode_ratio_fastest_max": max(fastest),
+              **added_work(engine, max(1, args.rounds // 2)), **parts(engine)}
     for key, value in result.items():
         print(f"{key}: {value:.3f}")
     if args.json:
