@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 
 from jinja2.exceptions import TemplateError
@@ -92,12 +91,6 @@ class Tokenizer:
         if all(ch in _BYTE_OF_CHAR for ch in piece):
             return bytes(_BYTE_OF_CHAR[ch] for ch in piece)
         return self.decode([token_id], skip_special_tokens=False).encode()
-
-    @cached_property
-    def text_token_bytes(self) -> list[bytes | None]:
-        """`token_bytes` of every id, None for special tokens (they are not text)."""
-        special = {i for i, t in self.backend.get_added_tokens_decoder().items() if t.special}
-        return [None if i in special else self.token_bytes(i) for i in range(self.vocab_size)]
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         ids = self.backend.encode(text, add_special_tokens=False).ids
