@@ -144,9 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     decode_steps(engine, True, 8)  # warm both paths
     decode_steps(engine, False, 8)
     walls, cpus, fastest = [], [], []
-    for _ in range(args.rounds):
-        plain_steps = decode_steps(engine, False, args.tokens)
-        masked_steps = decode_steps(engine, True, args.tokens)
+    for round_ in range(args.rounds):  # which goes first alternates too
+        if round_ % 2:
+            masked_steps = decode_steps(engine, True, args.tokens)
+            plain_steps = decode_steps(engine, False, args.tokens)
+        else:
+            plain_steps = decode_steps(engine, False, args.tokens)
+            masked_steps = decode_steps(engine, True, args.tokens)
         plain, masked = medians(plain_steps), medians(masked_steps)
         walls.append(masked[0] / plain[0])
         cpus.append(masked[1] / plain[1])
