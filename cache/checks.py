@@ -180,13 +180,8 @@ def conversation_clash(cached: str, new: str) -> Clash | None:
     if (found := clash(qa, qb)) is not None:
         return found
     a, b = read(" ".join(ta)), read(" ".join(tb))
-    values_a = {_value_and_unit(n)[0] for n in a.numbers}
-    values_b = {_value_and_unit(n)[0] for n in b.numbers}
-    if _disjoint_sets(values_a, values_b):
-        return Clash("numbers", tuple(sorted(values_a)), tuple(sorted(values_b)))
-    ids_a, ids_b = _identifiers(a), _identifiers(b)
-    if _disjoint_sets(ids_a, ids_b):
-        return Clash("identifiers", tuple(sorted(ids_a)), tuple(sorted(ids_b)))
+    if (found := _facts_clash(a, b, dates=False)) is not None:
+        return found
     names_a, names_b = _names(qa, ta), _names(qb, tb)
     said_a, said_b = _said((read(qa), a), names_a), _said((read(qb), b), names_b)
     own_a = {n for n in names_a if not _parts(n) <= said_b}
@@ -194,6 +189,28 @@ def conversation_clash(cached: str, new: str) -> Clash | None:
     if own_a and own_b:
         return Clash("names", tuple(sorted(own_a)), tuple(sorted(own_b)))
     return None
+
+
+def _facts_clash(a: Question, b: Question, dates: bool) -> Clash | None:
+    """The numbers (by value), dates (with `dates`) and identifiers two texts name, as
+    sets: a clash when both name some and neither side's set holds the other's."""
+    values_a = {_value_and_unit(n)[0] for n in a.numbers}
+    values_b = {_value_and_unit(n)[0] for n in b.numbers}
+    if _disjoint_sets(values_a, values_b):
+        return Clash("numbers", tuple(sorted(values_a)), tuple(sorted(values_b)))
+    dates_a, dates_b = (_named(a, DATE_WORDS), _named(b, DATE_WORDS)) if dates else (set(), set())
+    if _disjoint_sets(dates_a, dates_b):
+        return Clash("dates", tuple(sorted(dates_a)), tuple(sorted(dates_b)))
+    ids_a, ids_b = _identifiers(a), _identifiers(b)
+    if _disjoint_sets(ids_a, ids_b):
+        return Clash("identifiers", tuple(sorted(ids_a)), tuple(sorted(ids_b)))
+    return None
+
+
+def answer_clash(cached: str, fresh: str) -> Clash | None:
+    """Two answers to one question disagree on a fact: the numbers, dates or identifiers
+    they name (`_facts_clash`); one that names none leaves it to the similarity floor."""
+    return _facts_clash(read(cached), read(fresh), dates=True)
 
 
 def _names(question: str, turns: list[str]) -> set[str]:

@@ -37,9 +37,9 @@ from cache.question import normal_form, read
 from cache.typos import mend_typos
 
 log = logging.getLogger("headstart.cache")
-Reason = Literal["same_text", "verified", "verifier", "no_verifier", "numbers", "units",
-                 "dates", "identifiers", "names", "negation", "opposite", "swapped", "lookalike",
-                 "context", "guard_error"]
+Reason = Literal["same_text", "verified", "learned", "verifier", "no_verifier", "numbers",
+                 "units", "dates", "identifiers", "names", "negation", "opposite", "swapped",
+                 "lookalike", "context", "refused", "explored", "guard_error"]
 _SHARED = object()
 
 
@@ -52,6 +52,7 @@ class Verdict:
     reason: Reason
     score: float | None = None
     clash: Clash | None = None
+    bound: bool = False  # `score` is one reading's bound (p + 1) / 2, not both orders' mean
 
 
 class Guard:
@@ -83,18 +84,21 @@ class Guard:
     def check(self, cached: str, new: str, threshold: float | None = None) -> Verdict:
         return self.check_many([cached], new, threshold)[0]
 
-    def check_many(self, cached: list[str], new: str,
-                   threshold: float | None = None) -> list[Verdict]:
+    def check_many(self, cached: list[str], new: str, threshold: float | None = None,
+                   bars: list[float] | None = None) -> list[Verdict]:
         """One verdict per cached question; the verifier reads every candidate that passed
-        the exact checks in one batch."""
+        the exact checks in one batch. `bars`: the score each candidate needs, where its
+        entry's judged evidence lowered it under the threshold (a pass under the threshold
+        is `learned`)."""
         try:
             bar = self.threshold(threshold, conversation=TURN_SEP in new)
-            return self._check_many(cached, new, bar)
+            return self._check_many(cached, new, bar, bars)
         except Exception as exc:  # a guard that cannot decide rejects
             log.warning("guard failed (%r); rejecting %d candidates", exc, len(cached))
             return [Verdict(False, "guard_error") for _ in cached]
 
-    def _check_many(self, cached: list[str], new: str, bar: float) -> list[Verdict]:
+    def _check_many(self, cached: list[str], new: str, bar: float,
+                    bars: list[float] | None) -> list[Verdict]:
         """Each candidate against `new`, typos mended (cache/typos.py): the same text once
         normalised passes; another number of turns (a `semantic` context) or an exact clash
         fails; the verifier reads the rest in one batch, conversations whole against the
@@ -111,10 +115,14 @@ class Guard:
                 verdicts[i] = Verdict(False, "no_verifier")
         elif asks:
             pairs = [(model_text(mended[i][0]), model_text(mended[i][1])) for i in asks]
-            for i, s in zip(asks, self.model.score(pairs, at_least=bar), strict=True):
-                ok = float(s) >= bar  # decided unrounded: a bound just under passes nothing
-                verdicts[i] = Verdict(ok, "verified" if ok else "verifier",
-                                      score=round(float(s), 4))
+            need = bars or [bar] * len(cached)  # `bars`: a route with a judge
+            lowest = min(min(need[i] for i in asks), bar)
+            scores = self.model.score(pairs, at_least=lowest)
+            for i, pair, s in zip(asks, pairs, scores, strict=True):
+                ok = float(s) >= need[i]  # decided unrounded: a bound just under passes nothing
+                reason = ("verified" if float(s) >= bar else "learned") if ok else "verifier"
+                bound = bars is not None and not ok and not self.model.read_both(pair)
+                verdicts[i] = Verdict(ok, reason, score=round(float(s), 4), bound=bound)
         return verdicts  # type: ignore[return-value]
 
 

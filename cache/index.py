@@ -38,6 +38,10 @@ class IndexedEntry:
     expires_at: float
     form: int | None = None  # form_key(question); worked out on `add` when not given
     words: int = 0  # how many key words `add` filed it by (0: a conversation, not filed)
+    # set on an entry a judge touched only (plain class attributes, not fields: an entry
+    # nobody judged carries nothing more than before)
+    alias_of = None  # str: a promoted question's entry, whose answer it serves
+    evidence = None  # cache.evidence.Evidence: what judges said of its candidates
 
 
 @dataclass

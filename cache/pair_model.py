@@ -151,6 +151,11 @@ class PairModel:
                 self._recent.popitem(last=False)
         return out
 
+    def read_both(self, pair: tuple[str, str]) -> bool:
+        """Whether `score` gave `pair` its mean (both orders read), not the first reading's
+        bound (read right after `score`, which keeps both rows of a mean in the LRU)."""
+        return pair[::-1] in self._recent
+
     def _read(self, rows: list[tuple[str, str]]) -> None:
         """The probability of each (first, second) row, read in one batch unless known."""
         todo = [r for r in dict.fromkeys(rows) if r not in self._recent]

@@ -2,7 +2,9 @@
 
 This is the whole of `cache/` as the gateway sees it (through `gateway/cache_stage.py`).
 A store failure is never an error here: it is counted, logged by the store, and the
-request goes on as a miss (lookups) or unstored (stores).
+request goes on as a miss (lookups) or unstored (stores). On a route with a judge, a miss
+may carry a grey-zone candidate (`Lookup.grey`) for judging after the answer is written
+(cache/judging.py, applied by `promoter`); purges take the aliases of what they remove.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from cache.evidence import band_of
 from cache.exact import ExactCache
-from cache.guard import Guard
+from cache.grey import GreyCandidate
+from cache.guard import Guard, Verdict
 from cache.keys import (
     CacheRequest,
     answer_fits,
@@ -24,6 +28,7 @@ from cache.keys import (
     partition_key,
     query_text,
 )
+from cache.promotion import Promoter
 from cache.semantic import SemanticCache, not_cacheable
 from cache.settings import CacheSettings
 from cache.skip import SkipGate
@@ -47,6 +52,7 @@ class Lookup:
     score: float | None = None  # the verifier's score of a semantic hit
     skipped: str | None = None  # why a lookup was skipped: the whole of it (status bypass)
     # or, on a miss, the semantic one ("semantic:temperature", "semantic:idle", ...)
+    grey: GreyCandidate | None = None  # a miss on a route with a judge: the pair to judge
 
 
 class ResponseCache:
@@ -60,6 +66,7 @@ class ResponseCache:
         self.semantic = SemanticCache(store, embedder, guard)
         self.stats = CacheStats()
         self.skip = SkipGate()
+        self.promoter = Promoter(store, self.semantic, self.stats)
         self._pending: dict[str, set[asyncio.Task]] = {}  # store_soon tasks by key, partition
 
     @classmethod
@@ -102,6 +109,9 @@ class ResponseCache:
                 self.skip.record(settings.route, sem.entry is not None)
                 if sem.rejections:
                     self.stats.record(settings.route, "guard_rejections", sem.rejections)
+                if settings.judge:
+                    self._judged_lookup(settings, sem.verdict if sem.entry else None, result,
+                                        sem.grey)
                 if sem.entry is not None:
                     self.stats.record(settings.route, "semantic_hits")
                     return Lookup("semantic", sem.entry.answer, sem.similarity, key, sem.vector,
@@ -122,6 +132,20 @@ class ResponseCache:
             result.error = True
         self.stats.record(settings.route, "misses")
         return result
+
+    def _judged_lookup(self, settings: CacheSettings, served: Verdict | None, result: Lookup,
+                       grey: GreyCandidate | None) -> None:
+        """A route with a judge counts its hits in its budget (under the threshold: the
+        band it was served in) and keeps a miss's grey-zone candidate."""
+        if served is not None:
+            learned = served.reason == "learned" and served.score is not None
+            self.semantic.budgets.route(settings.route, settings.max_false_hit_rate) \
+                .record_hit(band_of(served.score) if learned else None)  # type: ignore[arg-type]
+            if learned:
+                self.stats.record(settings.route, "learned_hits")
+        elif grey is not None:
+            result.grey = grey
+            self.stats.record(settings.route, "grey_zone")
 
     async def _exact(self, req: CacheRequest, key: str, max_age_s: float | None):
         """The exact entry for `req` (its tenant's, else a route-wide curated one) whose
@@ -158,6 +182,10 @@ class ResponseCache:
         tasks = {t for m in marks for t in self._pending.get(m, ())}
         if tasks:
             await asyncio.wait(tasks)
+
+    async def settle(self, req: CacheRequest, settings: CacheSettings) -> None:
+        """Wait for a store of `req` still in flight (its exact key or partition)."""
+        await self._settled(exact_key(req), partition_key(req, settings.context))
 
     async def flush(self) -> None:
         """Wait for every pending store."""
@@ -197,14 +225,17 @@ class ResponseCache:
 
     async def purge(self, route: str | None = None, namespace: str | None = None,
                     key: str | None = None) -> int:
-        """Delete entries matching every given filter (none given: everything)."""
-        if key is not None and route is None and namespace is None:
-            keys = [key]
-        else:
-            keys = [m["key"] for m in await self.backend.metas()
-                    if (route is None or m.get("route") == route)
-                    and (namespace is None or m.get("namespace") == namespace)
-                    and (key is None or m.get("key") == key)]
+        """Delete entries matching every given filter (none given: everything), and the
+        aliases of every entry deleted (cache/promotion.py)."""
+        metas = await self.backend.metas()
+        keys = [m["key"] for m in metas
+                if (route is None or m.get("route") == route)
+                and (namespace is None or m.get("namespace") == namespace)
+                and (key is None or m.get("key") == key)]
+        if key is not None and not keys:
+            keys = [key]  # not listed (expired meanwhile): deleting it costs nothing
+        gone = set(keys)
+        keys += [m["key"] for m in metas if m.get("alias_of") in gone and m["key"] not in gone]
         removed = await self.backend.delete(keys)
         for k in keys:
             self.semantic.index.remove(k)

@@ -15,6 +15,11 @@ embedding: a rewording that keeps most words is served without one (again no
 entry it has not read embeds nothing: storing the answer embeds the question, after the
 answer is sent.
 
+On a route with a judge, each candidate needs the score its entry's judged evidence allows
+(cache/budget.py: the threshold, or lower), a question judged "no" against an entry is never
+served it (`refused`), and the best candidate the verifier scored over the route's floor but
+under that bar comes back as the lookup's grey-zone candidate (cache/grey.py).
+
 With a shared store (Redis) every replica keeps its local index in step with the store by
 polling its change feed; a feed gap (Redis restarted, replica disconnected) reloads all.
 """
@@ -28,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cache.budget import Budgets
+from cache.grey import GreyCandidate, better, judged_verdicts
 from cache.guard import Guard, Verdict, same_text
 from cache.index import IndexedEntry, Neighbour, VectorIndex
 from cache.keys import TURN_SEP, CacheRequest, answer_fits, partition_key, query_text, verify_text
@@ -47,6 +54,7 @@ class SemanticResult:
     rejections: int = 0  # candidates over the floor that the guard turned down
     vector: np.ndarray | None = None  # the query's embedding, reused when storing
     verdict: Verdict | None = None  # the served candidate's
+    grey: GreyCandidate | None = None  # a route with a judge: the candidate to judge
 
 
 def lexical_first(settings: CacheSettings, text: str) -> bool:
@@ -74,6 +82,7 @@ class SemanticCache:
         self.store, self.embedder = store, embedder
         self.guard = guard or Guard()
         self.index = index or VectorIndex(dim=384)
+        self.budgets = Budgets()  # per route: how far judged evidence lowers the bar
         self._sync_task: asyncio.Task | None = None
 
     async def embed(self, text: str) -> np.ndarray:
@@ -156,8 +165,10 @@ class SemanticCache:
                      result: SemanticResult) -> bool:
         """Whether a candidate of `batch` passed the guard and fits `req`: the first that
         does goes into `result`, every one the guard turned down counts a rejection."""
-        if settings.guard:
-            verdicts = await self._verify([c.entry.question for c in batch], text,
+        if settings.guard and settings.judge:
+            verdicts = await self._judged(batch, text, settings, result)
+        elif settings.guard:
+            verdicts = await self.verify([c.entry.question for c in batch], text,
                                           settings.verifier_threshold)
         else:
             verdicts = [Verdict(True, "verified") for _ in batch]
@@ -172,6 +183,25 @@ class SemanticCache:
                 return True
         return False
 
+    async def _judged(self, batch: list[Neighbour], text: str, settings: CacheSettings,
+                      result: SemanticResult) -> list[Verdict]:
+        """`grey.judged_verdicts` on this cache's index and guard; the grey-zone candidate
+        to judge, if any, goes into `result.grey`."""
+        budget = self.budgets.route(settings.route, settings.max_false_hit_rate)
+        verdicts, grey = await judged_verdicts(
+            [(c.entry, self.owner(c.entry)) for c in batch], text, settings, budget,
+            self.guard.threshold(settings.verifier_threshold, TURN_SEP in text), self.verify)
+        if grey is not None:
+            result.grey = better(result.grey, grey)
+        return verdicts
+
+    def owner(self, indexed: IndexedEntry) -> IndexedEntry:
+        """The entry whose evidence decides a candidate: an alias's own entry, when this
+        replica's index holds it, else the candidate itself."""
+        if indexed.alias_of is None:
+            return indexed
+        return self.index.get(indexed.alias_of) or indexed
+
     async def _usable(self, indexed: IndexedEntry, req: CacheRequest,
                       max_age_s: float | None) -> CacheEntry | None:
         """The indexed entry as stored, when it is live, young enough and fits `req`."""
@@ -184,12 +214,13 @@ class SemanticCache:
             return None
         return entry if answer_fits(entry.answer, req) else None
 
-    async def _verify(self, cached: list[str], new: str, threshold: float | None) -> list[Verdict]:
+    async def verify(self, cached: list[str], new: str, threshold: float | None,
+                      bars: list[float] | None = None) -> list[Verdict]:
         """The guard's verdicts, on the embedder's worker (the verifier is a model too)."""
         run = getattr(self.embedder, "run", None)
         if run is None:
-            return self.guard.check_many(cached, new, threshold)
-        return await run(self.guard.check_many, cached, new, threshold)
+            return self.guard.check_many(cached, new, threshold, bars)
+        return await run(self.guard.check_many, cached, new, threshold, bars)
 
     def attach(self, entry: CacheEntry, req: CacheRequest, settings: CacheSettings,
                vector: np.ndarray, ttl_s: float | None = None) -> None:
@@ -207,10 +238,14 @@ class SemanticCache:
             return
         if not event.partition or event.vector is None or not event.question:
             return
-        if event.key in self.index:
+        if (indexed := self.index.get(event.key)) is not None:
+            if event.alias_of or event.evidence or indexed.alias_of or indexed.evidence:
+                indexed.alias_of, indexed.evidence = event.alias_of, event.evidence  # judged
             return
         entry = IndexedEntry(event.key, event.partition, event.question, event.expires_at or 0.0,
                              event.form)
+        if event.alias_of or event.evidence:  # judged: see IndexedEntry
+            entry.alias_of, entry.evidence = event.alias_of, event.evidence
         self.index.add(entry, event.vector)
 
     # ------------------------------------------------------------------ replica sync

@@ -27,6 +27,11 @@ class CacheSettings:
     allow_tools: bool = False
     guard: bool = True
     adaptive_skip: bool = True  # stop semantic lookups while the route's hit rate stays ~0
+    judge: str | None = None  # who judges grey-zone misses ("agreement", "upstream:NAME");
+    # None: no grey zone, lookups exactly as without one
+    judge_floor: float = 0.2  # the verifier score a candidate needs to be judged
+    max_false_hit_rate: float = 0.01  # the route's error budget (cache/budget.py)
+    labels: str | None = None  # the labelled-pairs log judgements are appended to
 
     @property
     def enabled(self) -> bool:

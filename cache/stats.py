@@ -1,5 +1,6 @@
 """Cache counters per route: hits (exact, semantic), misses, bypasses, guard rejections,
-stores and store errors. Plain in-process counters; the admin API and metrics read them."""
+stores and store errors, and what judges did with grey-zone misses. Plain in-process
+counters; the admin API and metrics read them."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ class RouteCounters:
     stores: int = 0
     store_errors: int = 0
     semantic_skips: int = 0  # semantic lookups skipped on an idle route (cache/skip.py)
+    grey_zone: int = 0  # misses with a candidate for the judge (cache/grey.py)
+    learned_hits: int = 0  # semantic hits under the threshold, by judged evidence
+    promotions: int = 0  # judged "yes": the question became an alias of the entry
+    refusals: int = 0  # judged "no": the question is never served that entry
+    judge_errors: int = 0  # judgements that got no verdict (judge failed or down)
+    judge_shed: int = 0  # grey-zone pairs dropped unjudged (queue full, gateway busy)
 
     @property
     def hits(self) -> int:
@@ -27,7 +34,8 @@ class CacheStats:
     """`record(route, outcome)`; `snapshot()` -> {route: {counter: n, ..., "hits": n}}."""
 
     OUTCOMES = ("exact_hits", "semantic_hits", "misses", "bypasses", "guard_rejections",
-                "stores", "store_errors", "semantic_skips")
+                "stores", "store_errors", "semantic_skips", "grey_zone", "learned_hits",
+                "promotions", "refusals", "judge_errors", "judge_shed")
 
     def __init__(self) -> None:
         self._routes: dict[str, RouteCounters] = defaultdict(RouteCounters)

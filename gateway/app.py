@@ -101,6 +101,7 @@ async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
     caller = UpstreamCaller(state.upstreams, state.metrics)
     caller.admission = Admission(config, state.engine, state.metrics.count_shed)
     await caller.admission.warm_up()
+    state.cache.start_judging(caller)  # grey-zone misses judged off the request path
     state.transforms = TransformStage(config, caller, state.engine)
     state.pipeline = Pipeline(state.cache, state.transforms, caller, state.metrics)
     app.generation.pipeline = state.pipeline

@@ -3,7 +3,9 @@
 
 `lookup` returns a `CacheLookup`: the status (`exact | semantic | miss | bypass`), the
 similarity of a semantic hit, why a lookup was skipped, and the answer on a hit. A cache
-failure never fails a request: lookups become misses, stores are skipped.
+failure never fails a request: lookups become misses, stores are skipped. On a route with a
+judge, a miss's grey-zone candidate is kept until `store`, which offers the pair to the
+judge queue (gateway/judge_queue.py) once the answer is written and its store scheduled.
 """
 
 from __future__ import annotations
@@ -15,14 +17,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cache.grey import GreyCandidate, GreyPair
 from cache.keys import CacheRequest
 from cache.response_cache import ResponseCache
 from cache.settings import CacheSettings
 from gateway.context import Answer, CacheLookup, RequestContext
+from gateway.judge_queue import JudgeQueue
+from gateway.judges import busy_check, route_queues
 from openai_api import ChatCompletionRequest, CompletionRequest
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig, RouteConfig
+    from gateway.upstream_call import UpstreamCaller
 
 log = logging.getLogger("headstart.gateway")
 _PENDING_VECTORS = 4096  # query embeddings kept from lookup to store, per process
@@ -30,13 +36,18 @@ _PENDING_VECTORS = 4096  # query embeddings kept from lookup to store, per proce
 
 def settings_for(route: RouteConfig) -> CacheSettings:
     """The route's YAML cache policy as `cache/`'s plain settings."""
-    exact, sem = route.cache.exact, route.cache.semantic
+    exact, sem, judge = route.cache.exact, route.cache.semantic, route.cache.semantic.judge
     return CacheSettings(
         route=route.name, exact_enabled=exact.enabled, exact_ttl_s=exact.ttl_s,
         semantic_enabled=sem.enabled, threshold=sem.threshold,
         verifier_threshold=sem.verifier_threshold, semantic_ttl_s=sem.ttl_s,
         max_temperature=sem.max_temperature, context=sem.context, allow_tools=sem.allow_tools,
-        guard=sem.guard, adaptive_skip=sem.adaptive_skip)
+        guard=sem.guard, adaptive_skip=sem.adaptive_skip,
+        judge=None if judge is None else "agreement" if judge.agreement
+        else f"upstream:{judge.upstream}",
+        judge_floor=judge.floor if judge is not None else 0.2,
+        max_false_hit_rate=sem.max_false_hit_rate,
+        labels=None if judge is None else judge.labels or f"headstart-labels/{route.name}.jsonl")
 
 
 def cache_request(ctx: RequestContext, config: GatewayConfig | None,
@@ -61,6 +72,8 @@ class CacheStage:
         self.config = config
         self._settings: dict[str, CacheSettings] = {}
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._grey: OrderedDict[str, GreyCandidate] = OrderedDict()  # from lookup to store
+        self.judges: JudgeQueue | None = None  # set by `start_judging` when a route has one
 
     @classmethod
     async def create(cls, config: GatewayConfig) -> CacheStage:
@@ -70,6 +83,16 @@ class CacheStage:
         if any(r.cache.semantic.enabled for r in config.routes):
             await asyncio.to_thread(cache.semantic.embedder.embed_sync, ["warm up"])
         return cls(cache, config)
+
+    def start_judging(self, caller: UpstreamCaller) -> None:
+        """Start the judge queue when some route's semantic cache names a judge (its
+        upstream judges ask through `caller`)."""
+        if self.cache is None or self.config is None or self.judges is not None:
+            return
+        queues = route_queues(self.config, self.cache, caller)
+        if queues:
+            self.judges = JudgeQueue(self.cache, queues, busy_check(self.config, caller))
+            self.judges.start()
 
     def settings(self, route: RouteConfig) -> CacheSettings:
         found = self._settings.get(route.name)
@@ -87,7 +110,9 @@ class CacheStage:
         req = cache_request(ctx, self.config)
         result = await self.cache.lookup(req, settings, max_age_s=ctx.cache_control.max_age_s)
         if result.vector is not None and result.status == "miss":
-            self._remember(ctx.request_id, result.vector)
+            self._remember(self._vectors, ctx.request_id, result.vector)
+        if result.grey is not None:
+            self._remember(self._grey, ctx.request_id, result.grey)
         if result.answer is None:
             return CacheLookup(result.status, result.similarity, result.skipped)
         try:
@@ -101,24 +126,41 @@ class CacheStage:
         """Store the answer once it is written: a task of its own runs the store (an
         embedding where the lookup made none, the store's writes), off the request's path."""
         vector = self._vectors.pop(ctx.request_id, None)
+        grey = self._grey.pop(ctx.request_id, None) if self._grey else None
         settings = self.settings(ctx.route)
         if self.cache is None or not settings.enabled or ctx.cache_control.no_store:
             return
         if not answer.cacheable() or _bypass_reason(ctx) not in (None, "no-cache"):
             return  # an entry cannot hold it (several choices, logprobs, non-text parts)
-        self.cache.store_soon(cache_request(ctx, self.config), answer.to_dict(), settings,
-                              vector=vector)
+        req, stored = cache_request(ctx, self.config), answer.to_dict()
+        self.cache.store_soon(req, stored, settings, vector=vector)
+        if grey is not None and self.judges is not None:
+            self.judges.offer(GreyPair(req, settings, grey, stored, vector))
 
-    def _remember(self, request_id: str, vector: np.ndarray) -> None:
-        self._vectors[request_id] = vector
-        while len(self._vectors) > _PENDING_VECTORS:
-            self._vectors.popitem(last=False)
+    @staticmethod
+    def _remember(kept: OrderedDict, request_id: str, value: object) -> None:
+        kept[request_id] = value
+        while len(kept) > _PENDING_VECTORS:
+            kept.popitem(last=False)
 
-    def stats_snapshot(self) -> dict[str, dict[str, int]]:
-        """The cache's counters per route ({} when caching is off everywhere)."""
-        return self.cache.stats.snapshot() if self.cache is not None else {}
+    def stats_snapshot(self) -> dict[str, dict[str, float]]:
+        """The cache's counters per route ({} when caching is off everywhere); a route with
+        a judge adds its error budget's `false_hit_estimate` and `judged_bar`."""
+        if self.cache is None:
+            return {}
+        found: dict[str, dict[str, float]] = dict(self.cache.stats.snapshot())
+        guard = self.cache.semantic.guard
+        for route, (estimate, bar) in self.cache.semantic.budgets.snapshot().items():
+            config = self.config.route(route) if self.config is not None else None
+            shipped = guard.threshold(config.cache.semantic.verifier_threshold if config
+                                      else None)
+            found[route] = {**found.get(route, {}), "false_hit_estimate": estimate,
+                            "judged_bar": min(shipped, bar) if bar is not None else shipped}
+        return found
 
     async def close(self) -> None:
+        if self.judges is not None:
+            await self.judges.close()
         if self.cache is not None:
             await self.cache.close()
 

@@ -203,8 +203,9 @@ class GatewayConfig(_Strict):
             if route.name in seen:
                 raise ValueError(f"{where}.name: duplicate route name {route.name!r}")
             seen.add(route.name)
-            for key in ("upstream", "fallback"):
-                ref = getattr(route, key)
+            judge = route.cache.semantic.judge
+            for key, ref in (("upstream", route.upstream), ("fallback", route.fallback),
+                             ("cache.semantic.judge.upstream", judge and judge.upstream)):
                 if ref is not None and ref not in self.upstreams:
                     known = ", ".join(sorted(self.upstreams))
                     raise ValueError(f"{where}.{key}: unknown upstream {ref!r} (known: {known})")

@@ -15,7 +15,12 @@ from itertools import accumulate
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.utils import floatToGoString
 
@@ -156,7 +161,7 @@ class GatewayMetrics:
         self._cache_collector: CacheStatsCollector | None = None
         self._engines: EngineSeries | None = None
 
-    def watch_cache(self, snapshot: Callable[[], dict[str, dict[str, int]]]) -> None:
+    def watch_cache(self, snapshot: Callable[[], dict[str, dict[str, float]]]) -> None:
         """Export the cache counters `snapshot()` returns ({route: {counter: n}}) at scrape
         time (idempotent: a second call replaces the source)."""
         if self._cache_collector is None:
@@ -193,25 +198,44 @@ CACHE_COUNTERS = {
     "stores": "Answers stored",
     "store_errors": "Cache store failures (lookups served as misses, answers not stored)",
     "semantic_skips": "Semantic lookups skipped on a route whose hit rate stays near zero",
+    "grey_zone": "Misses with a grey-zone candidate for the route's judge",
+    "learned_hits": "Semantic hits served under the verifier's threshold by judged evidence",
+    "promotions": "Grey-zone questions a judge made aliases of the entry they nearly matched",
+    "refusals": "Grey-zone questions a judge refused: never served that entry",
+    "judge_errors": "Grey-zone pairs the judge gave no verdict on (failed, down, timed out)",
+    "judge_shed": "Grey-zone pairs dropped unjudged (queue full, gateway busy)",
+}
+CACHE_GAUGES = {
+    "false_hit_estimate": "Estimated share of the route's semantic hits that were wrong "
+                          "(hits under the threshold times the no-rate judged there)",
+    "judged_bar": "The lowest verifier score the route serves now (its threshold until "
+                  "judged evidence lowers it)",
 }
 
 
 class CacheStatsCollector:
-    """`headstart_cache_<counter>_total{route}` from the cache's in-process counters."""
+    """`headstart_cache_<counter>_total{route}` from the cache's in-process counters, and
+    `headstart_cache_<gauge>{route}` for the routes whose snapshot carries one (a judge's)."""
 
-    def __init__(self, snapshot: Callable[[], dict[str, dict[str, int]]]) -> None:
+    def __init__(self, snapshot: Callable[[], dict[str, dict[str, float]]]) -> None:
         self.snapshot = snapshot
 
     def describe(self) -> list[Any]:
         return []  # unchecked collector: families are produced at scrape time
 
-    def collect(self) -> Iterator[CounterMetricFamily]:
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         routes = self.snapshot()
         for name, doc in CACHE_COUNTERS.items():
             family = CounterMetricFamily(f"headstart_cache_{name}", doc, labels=["route"])
             for route, counters in routes.items():
                 family.add_metric([route], counters.get(name, 0))
             yield family
+        for name, doc in CACHE_GAUGES.items():
+            gauge = GaugeMetricFamily(f"headstart_cache_{name}", doc, labels=["route"])
+            for route, values in routes.items():
+                if name in values:
+                    gauge.add_metric([route], values[name])
+            yield gauge
 
 
 class EngineSeries:

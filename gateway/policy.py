@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Section(BaseModel):
@@ -19,6 +19,24 @@ class _Section(BaseModel):
 class ExactPolicy(_Section):
     enabled: bool = False
     ttl_s: float = Field(default=3600, gt=0)
+
+
+class JudgePolicy(_Section):
+    """Who judges a route's grey-zone misses (cache/grey.py), and how often."""
+
+    upstream: str | None = None  # ask this upstream (a name under `upstreams:`) in one word
+    agreement: bool = False  # compare the entry's answer with the fresh one (no upstream call)
+    floor: float = Field(default=0.2, ge=0.0, le=1.0)  # verifier score a pair needs to be judged
+    rate_per_s: float = Field(default=1.0, gt=0)  # judgements a second, at most; queue 10x that
+    similarity: float = Field(default=0.97, ge=0.0, le=1.0)  # agreement: the answers' cosine
+    timeout_s: float = Field(default=10.0, gt=0)  # an upstream judge's reply must be in by then
+    labels: str | None = None  # labelled-pairs log; None: headstart-labels/<route>.jsonl
+
+    @model_validator(mode="after")
+    def _one_judge(self) -> JudgePolicy:
+        if (self.upstream is None) == (not self.agreement):
+            raise ValueError("a judge is either `agreement` or `{upstream: NAME}`")
+        return self
 
 
 class SemanticPolicy(_Section):
@@ -35,6 +53,13 @@ class SemanticPolicy(_Section):
     guard: bool = True  # verify candidates: exact checks, then the pair verifier
     adaptive_skip: bool = True  # skip semantic lookups while the route's hit rate stays ~0
     adaptive: bool | None = None  # no effect since the pair verifier; accepted for old configs
+    judge: JudgePolicy | None = None  # grey-zone misses judged off the request path; off
+    max_false_hit_rate: float = Field(default=0.01, gt=0.0, le=0.5)  # the error budget
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _judge_word(cls, v: object) -> object:
+        return {"agreement": True} if v == "agreement" else v
 
 
 class CachePolicy(_Section):

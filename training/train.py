@@ -1,14 +1,15 @@
 """Fine-tune the pair verifier and choose its threshold by cross-validation.
 
-    python -m training.train [--layers 6] [--epochs 2] [--folds 3] [--fold K]
+    python -m training.train [--layers 6] [--epochs 2] [--folds 3] [--fold K] [--judged LOG]
 
 Training pairs: the written question families' (training/families.py), the written
 conversation families' (training/conversations.py, for `context: semantic`), the
 generator's (training/data/generated_pairs.jsonl, remade by
-`python -m training.generate`) and fow-cache's train split (by id hash, as cache/eval.py
-splits it); never fow-cache's held-out split nor the held-out sets in cache/data/. A pair the
-exact checks (cache/checks.py, `any_clash`) already reject never reaches the model and is
-left out. Each epoch reads every pair once, in an order drawn at random (the verifier scores
+`python -m training.generate`), fow-cache's train split (by id hash, as cache/eval.py
+splits it) and, with `--judged LOG`, a deployment's judged grey-zone pairs
+(training/judged.py); never fow-cache's held-out split nor the held-out sets in cache/data/.
+A pair the exact checks (cache/checks.py, `any_clash`) already reject never reaches the
+model and is left out. Each epoch reads every pair once, in an order drawn at random (the verifier scores
 both orders). The top `--layers` layers (all six by default) and the head train, in bfloat16
 autocast where the CPU has it; any frozen lower layers run once over every pair and the
 epochs run on their output.
@@ -46,14 +47,15 @@ from cache.checks import any_clash
 from cache.eval import default_pairs, load_pairs
 from cache.minilm import LAYERS, bf16_supported, load_base
 from cache.pair_model import WEIGHTS, CrossEncoder, quantized, tokenizer
-from training import conversations, families, threshold
+from training import conversations, families, judged, threshold
 from training.generate import OUT as GENERATED
 
 
-def training_pairs(generated: Path = GENERATED) -> list[dict]:
-    """Family, conversation, generated and fow-cache train pairs, each with a group, minus
-    exact clashes."""
-    pairs = families.pairs() + conversations.pairs()
+def training_pairs(generated: Path = GENERATED, judged_logs: list[str] | None = None
+                   ) -> list[dict]:
+    """Family, conversation, generated and fow-cache train pairs, and those of the judged
+    logs given (training/judged.py), each with a group, minus exact clashes."""
+    pairs = families.pairs() + conversations.pairs() + judged.pairs(judged_logs or [])
     pairs += [json.loads(x) for x in generated.read_text().splitlines() if x.strip()]
     for p in load_pairs(default_pairs(), split="train"):
         if isinstance(p["a"], str) and isinstance(p["b"], str):
@@ -220,11 +222,14 @@ def main(argv: list[str] | None = None) -> int:
                     "a fifth of a full run): train on the others, score this one, and print "
                     "its true-hit rates at 1%% and 2%% false hits beside the shipped run's "
                     "kept scores; nothing is written")
+    ap.add_argument("--judged", action="append", default=[], metavar="LOG",
+                    help="also train on a deployment's judged pairs (a judge's labelled-pairs "
+                    "log, `judge.labels`; may be given more than once)")
     args = ap.parse_args(argv)
     if args.fold is not None and not 0 <= args.fold < args.folds:
         ap.error(f"--fold must be one of 0..{args.folds - 1}")
     t0 = time.time()
-    pairs = training_pairs()
+    pairs = training_pairs(judged_logs=args.judged)
     fold = np.array([fold_of(p["group"], args.folds) for p in pairs])
     meta_path = Path(args.out).with_suffix(".json")
     # the shipped model's scores live in the repo; another --out keeps its own beside it

@@ -3,6 +3,9 @@
 One entry serves both caches: it lives under its exact key (the exact cache reads it
 directly); when it also carries a semantic partition and a vector, the semantic index points
 at the same key. Stores hold JSON-able answers (`Answer.to_dict()`), never gateway objects.
+A question a judge promoted is an alias: an entry of its own (its exact key, its embedding in
+its own partition) holding a copy of the answer of the entry it points at (`alias_of`), and
+never outliving it. An entry's judged outcomes (`evidence`) live in its meta.
 Stores report failures by raising `StoreUnavailable`; the caches turn that into a miss.
 """
 
@@ -14,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+
+from cache.evidence import Evidence
 
 
 class StoreUnavailable(RuntimeError):
@@ -35,6 +40,10 @@ class CacheEntry:
     semantic_expires_at: float | None = None
     source: str = "upstream"  # or "admin" (curated)
     form: int | None = None  # cache.question.form_key(question), for the semantic index
+    # set on an alias or a judged entry only (plain class attributes, not fields: an entry
+    # nobody judged holds and stores nothing more than before)
+    alias_of = None  # str: a promoted question: the key of the entry whose answer it serves
+    evidence = None  # Evidence: what judges said of candidates of this entry
 
     @property
     def expires_at(self) -> float:
@@ -48,6 +57,8 @@ class CacheEntry:
             "exact_expires_at": self.exact_expires_at, "partition": self.partition,
             "question": self.question, "semantic_expires_at": self.semantic_expires_at,
             "source": self.source, "form": self.form,
+            **({"alias_of": self.alias_of} if self.alias_of else {}),
+            **({"evidence": self.evidence.to_meta()} if self.evidence is not None else {}),
         }
 
     @classmethod
@@ -56,8 +67,12 @@ class CacheEntry:
         fields = {k: meta.get(k) for k in (
             "key", "route", "namespace", "tenant", "exact_expires_at", "partition", "question",
             "semantic_expires_at", "form")}
-        return cls(answer=answer, vector=vector, created_at=meta.get("created_at") or 0.0,
-                   source=meta.get("source") or "upstream", **fields)
+        entry = cls(answer=answer, vector=vector, created_at=meta.get("created_at") or 0.0,
+                    source=meta.get("source") or "upstream", **fields)
+        if meta.get("alias_of") or meta.get("evidence"):
+            entry.alias_of = meta.get("alias_of")
+            entry.evidence = Evidence.from_meta(meta.get("evidence"))
+        return entry
 
 
 @dataclass
@@ -71,11 +86,13 @@ class IndexEvent:
     vector: np.ndarray | None = None
     expires_at: float | None = None
     form: int | None = None
+    alias_of: str | None = None
+    evidence: Evidence | None = None
 
     @classmethod
     def of(cls, entry: CacheEntry) -> IndexEvent:
         return cls("put", entry.key, entry.partition, entry.question, entry.vector,
-                   entry.semantic_expires_at, entry.form)
+                   entry.semantic_expires_at, entry.form, entry.alias_of, entry.evidence)
 
 
 def vector_to_str(vec: np.ndarray) -> str:
@@ -98,6 +115,11 @@ class CacheStore(Protocol):
     async def put(self, entry: CacheEntry) -> None: ...
 
     async def delete(self, keys: list[str]) -> int: ...
+
+    async def annotate(self, entry: CacheEntry) -> None:
+        """Rewrite a stored entry's meta (its judged evidence) and tell every replica's
+        index, leaving its answer, vector and expiry as they are."""
+        ...
 
     async def metas(self) -> list[dict[str, Any]]:
         """Metadata of every live entry (admin purge and stats; not on the request path)."""

@@ -40,6 +40,11 @@ class MemoryStore:
                 _, key = heapq.heappop(self._expiry)  # evict the soonest to expire
                 self._entries.pop(key, None)
 
+    async def annotate(self, entry: CacheEntry) -> None:
+        found = await self.get(entry.key)
+        if found is not None:
+            found.evidence = entry.evidence
+
     async def delete(self, keys: list[str]) -> int:
         return sum(self._entries.pop(k, None) is not None for k in keys)
 

@@ -28,6 +28,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from cache.evidence import Evidence
 from cache.stores.base import (
     CacheEntry,
     IndexEvent,
@@ -121,6 +122,20 @@ class RedisStore:
             pipe.hset(self._ekey(entry.key), mapping=mapping)
             pipe.pexpireat(self._ekey(entry.key), int(entry.expires_at * 1000))
             if entry.partition and entry.vector is not None:
+                pipe.xadd(self._feed, {"op": "put", "key": entry.key},
+                          maxlen=self.feed_maxlen, approximate=True)
+            await pipe.execute()
+
+        await self._call(write)
+
+    async def annotate(self, entry: CacheEntry) -> None:
+        """The meta rewritten, the expiry set again (an entry gone meanwhile is removed at
+        once rather than left as a hash without an answer), a `put` on the feed."""
+        async def write() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hset(self._ekey(entry.key), "meta", json.dumps(entry.meta()))
+            pipe.pexpireat(self._ekey(entry.key), int(entry.expires_at * 1000))
+            if entry.partition:
                 pipe.xadd(self._feed, {"op": "put", "key": entry.key},
                           maxlen=self.feed_maxlen, approximate=True)
             await pipe.execute()
@@ -260,7 +275,8 @@ def _trimmed_past(info: Any, position: int) -> bool:
 
 def _event_from_meta(meta: dict[str, Any], vec: str) -> IndexEvent:
     return IndexEvent("put", meta["key"], meta.get("partition"), meta.get("question"),
-                      vector_from_str(vec), meta.get("semantic_expires_at"), meta.get("form"))
+                      vector_from_str(vec), meta.get("semantic_expires_at"), meta.get("form"),
+                      meta.get("alias_of"), Evidence.from_meta(meta.get("evidence")))
 
 
 def _event_from_fields(fields: dict[str, str]) -> IndexEvent:
