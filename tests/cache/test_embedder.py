@@ -55,7 +55,11 @@ async def test_a_large_input_is_encoded_in_bounded_calls_on_the_given_executor()
     texts = [f"sentence {i} about bounded calls" for i in range(10)]
     vecs = await emb.embed(texts)
     assert max(Counting.sizes) <= 4 and sum(Counting.sizes) == 10
-    assert np.allclose(vecs, Embedder.shared().embed_sync(texts), atol=1e-4)
+    whole = Embedder.shared().embed_sync(texts)
+    # the same rows, in order: bf16 matmuls round a little differently by batch size (AMX
+    # tiles), so each row is its own nearest and close, not bit-equal
+    assert (vecs @ whole.T).argmax(axis=1).tolist() == list(range(10))
+    assert np.allclose(vecs, whole, atol=5e-3)
     emb.executor.shutdown()
 
 
