@@ -93,7 +93,8 @@ class ResponseCache:
         try:
             if self._pending:
                 await self._settled(key, partition_key(req, settings.context))
-            if settings.exact_enabled:
+            exact_on = settings.exact_on(req)
+            if exact_on:
                 entry = await self._exact(req, key, max_age_s)
                 if entry is not None:
                     self.stats.record(settings.route, "exact_hits")
@@ -116,13 +117,17 @@ class ResponseCache:
                     self.stats.record(settings.route, "semantic_hits")
                     return Lookup("semantic", sem.entry.answer, sem.similarity, key, sem.vector,
                                   score=sem.verdict.score if sem.verdict else None)
-            elif not settings.exact_enabled:
+            elif not exact_on:
                 self.stats.record(settings.route, "bypasses")
+                if settings.exact_enabled and why == "disabled":
+                    why = "exact:tools"  # the only cache on, and it keeps no tools here
                 return Lookup("bypass", key=key, skipped=why.replace("_", "-"))
             elif settings.semantic_enabled:
                 result.skipped = "semantic:" + why.replace("_", "-")
                 if why == "idle":
                     self.stats.record(settings.route, "semantic_skips")
+            if settings.exact_enabled and not exact_on and result.skipped is None:
+                result.skipped = "exact:tools"
         except StoreUnavailable:
             self.stats.record(settings.route, "store_errors")
             result.error = True
@@ -196,7 +201,7 @@ class ResponseCache:
                     source: str = "upstream", force: bool = False) -> bool:
         """Store `answer` for `req` in the enabled caches; False when nothing was stored.
         `force` stores in both caches whatever the route enables (curated admin entries)."""
-        exact_on = settings.exact_enabled or force
+        exact_on = settings.exact_on(req) or force
         semantic_on = bool(query_text(req)) if force else not_cacheable(req, settings) is None
         if semantic_on and not force and vector is None and self.skip.skipping(settings.route):
             semantic_on = False  # an idle route: no embedding for a store (cache/skip.py)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from cache.keys import CacheRequest
 
 CANDIDATE_FLOOR = 0.5  # cosine a candidate needs to reach the verifier (guard on)
 COSINE_ONLY_BAR = 0.9  # cosine any hit needs with the guard off
@@ -16,6 +19,7 @@ class CacheSettings:
     route: str
     exact_enabled: bool = False
     exact_ttl_s: float = 3600.0
+    exact_allow_tools: bool = True  # the exact cache keeps requests that carry tools too
     semantic_enabled: bool = False
     threshold: float | None = None  # guard on: cosine a candidate needs to be verified
     # (default CANDIDATE_FLOOR); guard off: cosine any hit needs (default COSINE_ONLY_BAR)
@@ -36,6 +40,10 @@ class CacheSettings:
     @property
     def enabled(self) -> bool:
         return self.exact_enabled or self.semantic_enabled
+
+    def exact_on(self, req: CacheRequest) -> bool:
+        """Whether the exact cache serves and keeps `req` (tools only where allowed)."""
+        return self.exact_enabled and (self.exact_allow_tools or not req.has_tools)
 
     @property
     def floor(self) -> float:

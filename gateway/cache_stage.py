@@ -39,6 +39,7 @@ def settings_for(route: RouteConfig) -> CacheSettings:
     exact, sem, judge = route.cache.exact, route.cache.semantic, route.cache.semantic.judge
     return CacheSettings(
         route=route.name, exact_enabled=exact.enabled, exact_ttl_s=exact.ttl_s,
+        exact_allow_tools=exact.allow_tools,
         semantic_enabled=sem.enabled, threshold=sem.threshold,
         verifier_threshold=sem.verifier_threshold, semantic_ttl_s=sem.ttl_s,
         max_temperature=sem.max_temperature, context=sem.context, allow_tools=sem.allow_tools,

@@ -19,6 +19,7 @@ class _Section(BaseModel):
 class ExactPolicy(_Section):
     enabled: bool = False
     ttl_s: float = Field(default=3600, gt=0)
+    allow_tools: bool = True  # false: requests with tools skip it (x-cache-bypass-reason: exact:tools)
 
 
 class JudgePolicy(_Section):

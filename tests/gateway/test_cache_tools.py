@@ -65,3 +65,18 @@ def test_a_schema_answer_is_kept_under_its_schema(gw):
     other = {"type": "json_schema", "json_schema": {"name": "place", "schema": {
         **schema, "properties": {"city": {"type": "string", "maxLength": 10}}}}}
     assert create(gw, "faq", response_format=other).headers["x-cache"] == "miss"
+
+
+def test_a_route_can_keep_tool_calls_out_of_the_exact_cache(engine_server):
+    config = cache_config(engine_server.base_url)
+    config["routes"].append({"name": "no-tools", "models": ["no-tools"], "upstream": "remote",
+                             "cache": {"exact": {"enabled": True, "allow_tools": False}}})
+    server = GatewayThread(config).start()
+    try:
+        fields = {"tools": [WEATHER], "tool_choice": "required"}
+        first, again = (create(server, "no-tools", **fields) for _ in range(2))
+        assert [(r.headers["x-cache"], r.headers["x-cache-bypass-reason"])
+                for r in (first, again)] == [("bypass", "exact:tools")] * 2
+        assert again.parse().choices[0].finish_reason == "tool_calls"
+    finally:
+        server.stop()
