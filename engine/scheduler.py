@@ -199,8 +199,10 @@ class Scheduler:
                 self._schedule_running(plan, seq, min(seq.num_uncomputed_tokens, plan.budget,
                                                       cap), oldest)
             elif admitting:  # with no budget left, only by displacing a worse class
-                admitting = (self._admit(plan, seq, pending, oldest, cap)
-                             and not plan.out_of_blocks)
+                admitted = self._admit(plan, seq, pending, oldest, cap)
+                # one that does not fit holds back those behind it (its class or worse),
+                # but the oldest, first whatever its class, holds back no better class
+                admitting = (admitted or seq is oldest) and not plan.out_of_blocks
             elif plan.budget == 0:
                 break
             if seq in plan.tokens:

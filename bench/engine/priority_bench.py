@@ -239,19 +239,20 @@ def ms(seconds: float) -> str:
 def report(result: dict) -> str:
     lines = ["| round | idle TTFT p50 | chat p95 FCFS | chat p95 priority | p95 / idle "
              "(<= 1.5) | batch tokens priority / FCFS | work priority / FCFS (>= 0.9) | "
-             "chats served FCFS, priority | max preemptions per request at equal priority "
-             "(<= 1) | priority preemptions |",
+             "chats served FCFS, priority | equal priority: max preemptions per request in "
+             "the FCFS run, preemptions for blocks in the priority run (<= 1) | preemptions "
+             "for a better class (most of one batch request) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(result["rounds"]):
-        equal = max(r["max_preemptions_per_request_fcfs"],
-                    1 if r["block_preemptions_priority"] else 0)
+        equal = f"{r['max_preemptions_per_request_fcfs']}, {r['block_preemptions_priority']}"
         lines.append(
             f"| {i} | {ms(r['idle_ttft_p50_s'])} | {ms(r['chat_ttft_p95_s']['fcfs'])} | "
             f"{ms(r['chat_ttft_p95_s']['priority'])} | "
             f"{r['chat_p95_over_idle']:.2f} | {r['batch_throughput_ratio']:.3f} | "
             f"{r['work_ratio']:.3f} | {r['chat_served']['fcfs']}, "
             f"{r['chat_served']['priority']} of {r['chat_requests']} | "
-            f"{equal} | {r['priority_preemptions']} |")
+            f"{equal} | {r['priority_preemptions']} "
+            f"({r['max_preemptions_per_batch_request_priority']}) |")
     return "\n".join(lines)
 
 

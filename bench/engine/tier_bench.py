@@ -11,7 +11,12 @@ directory). Reported against the goals of issue 40:
    pushes its blocks out of the pool, and its next turn arrives (the conversation, its
    answer, a new question): the share of that prompt reported as `cached_tokens` (>= 0.9)
    and its TTFT over the same turn's on the engine without a tier, which recomputes it
-   (<= 0.3). The engines take turns, so drifting load from other processes weighs alike.
+   (<= 0.3). The engines take turns, so drifting load from other processes weighs alike;
+   CPU seconds to the first token are reported beside the wall clock. A fourth engine with
+   a pool 8x as large (`pool`) keeps the conversation in its pool: the same turn there is a
+   plain prefix hit, whose answer a lossless tier must give (greedy, identical), while the
+   recomputing engine's may differ (its K/V of the first answer comes from one prefill
+   chunk instead of decode steps, so the last bits differ).
 2. sessions: 8 conversations of ~1,300 tokens each, three turns each in round robin, on
    the same pool of 2,560 tokens (the working set is 4x the pool): the prefix hit ratio
    (cached over prompt tokens, turns 2 and 3) with the tier over without it (>= 2).
@@ -46,15 +51,17 @@ def engines(tmp: str) -> dict:
     make = lambda **kw: LLMEngine(EngineConfig(num_kv_blocks=POOL_BLOCKS, **kw),  # noqa: E731
                                   loaded=loaded)
     return {"none": make(), "int8": make(kv_offload_mb=TIER_MB),
-            "disk": make(kv_offload_mb=TIER_MB, kv_offload_dir=tmp)}
+            "disk": make(kv_offload_mb=TIER_MB, kv_offload_dir=tmp),
+            "pool": LLMEngine(EngineConfig(num_kv_blocks=8 * POOL_BLOCKS), loaded=loaded)}
 
 
-def ask(engine, prompt: list[int], max_tokens: int = 16):
-    """One greedy request alone: (ttft seconds, cached tokens, prompt tokens, answer ids)."""
+def ask(engine, prompt: list[int], max_tokens: int = 16, cpu: list[float] | None = None):
+    """One greedy request alone: (ttft seconds, cached tokens, prompt tokens, answer ids);
+    the CPU seconds the process spent to the first token appended to `cpu`."""
     from engine.sampling_params import SamplingParams
 
     params = SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True)
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     rid = engine.add_request(prompt, params)
     ttft, answer, first = None, [], None
     while engine.has_unfinished():
@@ -63,6 +70,8 @@ def ask(engine, prompt: list[int], max_tokens: int = 16):
                 continue
             if ttft is None:
                 ttft, first = time.perf_counter() - start, delta
+                if cpu is not None:
+                    cpu.append(time.process_time() - start_cpu)
             answer += delta.token_ids
     return ttft, first.cached_tokens, first.prompt_tokens, answer
 
@@ -77,8 +86,10 @@ def resume(engs: dict, seed: int) -> dict:
         _, _, _, answer = ask(engine, conversation)
         for other in others:
             ask(engine, other, 1)
-        ttft, cached, prompt, answer2 = ask(engine, conversation + answer + question)
-        out[name] = {"ttft_s": ttft, "cached": cached, "prompt": prompt, "answer": answer2}
+        cpu: list[float] = []
+        ttft, cached, prompt, answer2 = ask(engine, conversation + answer + question, cpu=cpu)
+        out[name] = {"ttft_s": ttft, "cpu_s": cpu[0], "cached": cached, "prompt": prompt,
+                     "answer": answer2}
     return out
 
 
@@ -110,23 +121,25 @@ def reload_cost(engs: dict, seed: int) -> dict[str, float]:
     return out
 
 
-def run(repeats: int) -> dict:
+def run(repeats: int, resume_only: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         engs = engines(tmp)
         ask(engs["none"], random_prompt(64, 1), 2)  # warm up
         rounds = []
         for r in range(repeats):
             res = resume(engs, 10_000 * (r + 1))
-            base = res["none"]["ttft_s"]
+            base, base_cpu = res["none"]["ttft_s"], res["none"]["cpu_s"]
             rounds.append({
                 name: {"ttft_s": v["ttft_s"], "cached_share": v["cached"] / v["prompt"],
                        "ttft_over_recompute": v["ttft_s"] / base,
-                       "answer_same": v["answer"] == res["none"]["answer"]}
+                       "cpu_over_recompute": v["cpu_s"] / base_cpu,
+                       "answer_same": v["answer"] == res["pool"]["answer"]}
                 for name, v in res.items()})
             print(f"[tier_bench] resume round {r}: " + ", ".join(
                 f"{n} {v['ttft_s'] * 1000:.0f} ms cached {v['cached_share']:.2f}"
                 for n, v in rounds[-1].items()), flush=True)
-        hits = {name: sessions(engine, 777) for name, engine in engs.items()}
+        hits = {} if resume_only else {name: sessions(engine, 777) for name, engine in engs.items()
+                                       if name != "pool"}
         print(f"[tier_bench] sessions: {hits}", flush=True)
         cost = reload_cost(engs, 555)
         print(f"[tier_bench] reload cost: {cost}", flush=True)
@@ -137,19 +150,23 @@ def run(repeats: int) -> dict:
 
 def report(result: dict) -> str:
     lines = ["| tier | resume: cached share (>= 0.9) | resume TTFT / recompute (<= 0.3), "
-             "median [min-max] | answers identical | session hit ratio | over no tier "
-             "(>= 2) | reload cost per block |", "|---|---|---|---|---|---|---|"]
-    hits = result["session_hit_ratio"]
-    for name in ("none", "int8", "disk"):
+             "median [min-max] | CPU to first token / recompute | answers as a pool hit's | "
+             "session hit ratio | over no tier (>= 2) | reload cost per block |",
+             "|---|---|---|---|---|---|---|---|"]
+    hits = result["session_hit_ratio"] or {"none": 0.0, "int8": 0.0, "disk": 0.0}
+    for name in ("none", "int8", "disk", "pool"):
         rows = [r[name] for r in result["resume"]]
         ratios = [r["ttft_over_recompute"] for r in rows]
+        cpu = statistics.median(r["cpu_over_recompute"] for r in rows)
         share = min(r["cached_share"] for r in rows)
         same = sum(r["answer_same"] for r in rows)
-        over = hits[name] / hits["none"] if hits["none"] else float("inf")
+        hit = hits.get(name, float("nan"))
+        over = hit / hits["none"] if hits["none"] else float("inf")
         cost = result["reload_cost"].get(name)
         lines.append(
             f"| {name} | {share:.3f} | {statistics.median(ratios):.3f} "
-            f"[{min(ratios):.3f}-{max(ratios):.3f}] | {same}/{len(rows)} | {hits[name]:.3f} | "
+            f"[{min(ratios):.3f}-{max(ratios):.3f}] | {cpu:.3f} | {same}/{len(rows)} | "
+            f"{hit:.3f} | "
             f"{over:.1f}x | {'' if cost is None else f'{cost:.3f}'} |")
     return "\n".join(lines)
 
@@ -157,9 +174,10 @@ def report(result: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--resume-only", action="store_true", help="skip the sessions")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
-    result = run(args.repeats)
+    result = run(args.repeats, args.resume_only)
     print(report(result))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

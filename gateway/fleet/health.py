@@ -23,6 +23,7 @@ _NAMES = {
     "vllm:num_requests_waiting": "waiting",
     "headstart_engine_kv_blocks_used": "blocks_used",
     "headstart_engine_kv_blocks_total": "blocks_total",
+    "headstart_engine_kv_tier_capacity_blocks": "tier_blocks",
     "vllm:kv_cache_usage_perc": "kv_usage",
     "vllm:gpu_cache_usage_perc": "kv_usage",
 }
@@ -37,6 +38,7 @@ class ReplicaLoad:
     waiting: int = 0
     kv_usage: float = 0.0  # 0..1
     kv_blocks: int | None = None  # its KV cache size in blocks, when it says
+    tier_blocks: int = 0  # what its second KV tier holds besides (`--kv-offload-mb`)
 
 
 def parse_metrics(text: str) -> ReplicaLoad:
@@ -63,7 +65,7 @@ def parse_metrics(text: str) -> ReplicaLoad:
         usage = seen.get("blocks_used", 0.0) / total
         blocks = int(total)
     return ReplicaLoad(int(seen.get("running", 0)), int(seen.get("waiting", 0)),
-                       min(1.0, max(0.0, usage)), blocks)
+                       min(1.0, max(0.0, usage)), blocks, int(seen.get("tier_blocks", 0)))
 
 
 @dataclass

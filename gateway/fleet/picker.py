@@ -64,8 +64,9 @@ class PickerSettings:
     share_ratio: float = 1.75  # recent picks over the mean that pass a replica over
     share_window: int = 16  # picks remembered per candidate for that bar
     kv_high: float = 0.95  # KV use above this: the replica would evict or preempt
-    # a block in a replica's second tier, against computing it (bench/engine/tier_bench.py)
-    tier_reload_cost: float = 0.05
+    # a block in a replica's second tier, against computing it: loading it back and saving
+    # the blocks that makes room for, 2-4% of a 2,000-token recompute (bench/engine/tier_bench.py)
+    tier_reload_cost: float = 0.03
 
 
 @dataclass

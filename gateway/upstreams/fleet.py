@@ -125,8 +125,8 @@ class FleetUpstream(Upstream):
     def endpoint_load(self, url: str, load: ReplicaLoad) -> None:
         self._scraped[url] = load
         self.tracker.observe(url, load.running, load.waiting, load.kv_usage)
-        if load.kv_blocks:
-            self.picker.locator.set_capacity(url, load.kv_blocks)
+        if load.kv_blocks:  # the pool and the second tier: a block is held in either
+            self.picker.locator.set_capacity(url, load.kv_blocks + load.tier_blocks)
 
     def _kv_event(self, url: str) -> None:
         self.metrics.kv_events.labels(self.name, url).inc()

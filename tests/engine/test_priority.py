@@ -74,6 +74,18 @@ def test_a_better_class_displaces_the_last_ranked_when_decodes_spend_the_budget(
     sched.check()
 
 
+def test_the_oldest_waiting_for_a_slot_of_its_class_holds_back_no_better_class():
+    sched = make(max_num_seqs=2)
+    add(sched, "b1", 10, 1.0, max_tokens=50)
+    add(sched, "b2", 10, 2.0, max_tokens=50)
+    step(sched)
+    add(sched, "b0", 10, 0.0)  # back in line after a preemption: the oldest, first in rank
+    add(sched, "chat", 0, 3.0)
+    out = step(sched)
+    assert names(out.preempted) == ["b2"] and "chat" in new_tokens(out)
+    assert names(sched.waiting) == ["b0", "b2"]  # b0 waits for a slot of its own class
+
+
 def test_equal_priorities_never_displace_each_other():
     sched = make(max_num_seqs=2)
     add(sched, "a", 3, 0.0, max_tokens=20)

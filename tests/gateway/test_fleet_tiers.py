@@ -85,3 +85,11 @@ def test_the_engine_publishes_the_tier_medium_in_vllms_shape():
     wire = decode_batch(encode_batch(EventBatch(1.0, events)))
     assert [getattr(e, "medium", None) for e in wire.events] == \
         [getattr(e, "medium", None) for e in events]
+
+
+def test_a_replicas_tier_capacity_is_read_from_its_metrics():
+    from gateway.fleet.health import ReplicaLoad, parse_metrics
+
+    text = ("headstart_engine_kv_blocks_used 30\nheadstart_engine_kv_blocks_total 120\n"
+            "headstart_engine_kv_tier_capacity_blocks 480.0\n")
+    assert parse_metrics(text) == ReplicaLoad(0, 0, 0.25, 120, 480)
