@@ -13,13 +13,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from functools import partial
 
 from engine.async_engine import AsyncEngine
 from engine.errors import InvalidRequest
-from engine.outputs import GenerationDelta
-from engine.sampling_params import SamplingParams
 from engine.serving import answers, inputs
-from engine.serving.choices import IndexedDelta, generate_choices
+from engine.serving.choices import generate_choices, start_choice
 from engine.serving.metrics import EngineMetrics
 from engine.serving.tool_answers import with_tool_calls
 from openai_api import (
@@ -69,43 +68,35 @@ class OpenAIEngine:
         engine = self.engine
         prepared = inputs.chat_input(request, engine.tokenizer, engine.max_model_len,
                                      engine.engine.grammars)
-        deltas = self._deltas(prepared, rid, session_id, cache_salt, "chat", priority)
+        start = partial(start_choice, engine, self.metrics, "chat", session_id, cache_salt,
+                        priority=priority)
+        deltas = generate_choices(start, prepared.requests(), prepared.n, rid)
         chunks = answers.stream_chat(deltas, model=request.model, n=request.n,
                                      include_usage=include_usage, completion_id=completion_id)
         if prepared.tool_stream is not None:  # the request offers tools: parse calls out
             chunks = with_tool_calls(chunks, prepared.tool_stream)
         async with aclosing(deltas), aclosing(chunks):
-            async for chunk in chunks:
-                yield chunk
+            try:
+                async for chunk in chunks:
+                    yield chunk
+            except InvalidRequest as e:
+                raise APIError(400, e.message, param=e.param) from None
 
     async def _completion(self, request: CompletionRequest, rid: str, session_id: str | None,
                           cache_salt: str | None, include_usage: bool,
                           completion_id: str | None, priority: int) -> AsyncIterator[Completion]:
         engine = self.engine
         prepared = inputs.completion_input(request, engine.tokenizer, engine.max_model_len)
-        deltas = self._deltas(prepared, rid, session_id, cache_salt, "completion", priority)
+        start = partial(start_choice, engine, self.metrics, "completion", session_id, cache_salt,
+                        priority=priority)
+        deltas = generate_choices(start, prepared.requests(), prepared.n, rid)
         chunks = answers.stream_completion(deltas, model=request.model, n=request.n,
                                            include_usage=include_usage,
                                            echoes=prepared.echoes(),
                                            completion_id=completion_id)
         async with aclosing(deltas), aclosing(chunks):
-            async for chunk in chunks:
-                yield chunk
-
-    async def _deltas(self, prepared: inputs.EngineInput, rid: str, session_id: str | None,
-                      cache_salt: str | None, endpoint: str,
-                      priority: int = 0) -> AsyncIterator[IndexedDelta]:
-        def start(ids: list[int], params: SamplingParams,
-                  engine_request_id: str) -> AsyncIterator[GenerationDelta]:
-            deltas = self.engine.generate(ids, params, request_id=engine_request_id,
-                                          session_id=session_id, cache_salt=cache_salt,
-                                          priority=priority)
-            return self.metrics.observe(deltas, endpoint)
-
-        try:
-            stream = generate_choices(start, prepared.requests(), prepared.n, rid)
-            async with aclosing(stream):
-                async for item in stream:
-                    yield item
-        except InvalidRequest as e:
-            raise APIError(400, e.message, param=e.param) from None
+            try:
+                async for chunk in chunks:
+                    yield chunk
+            except InvalidRequest as e:
+                raise APIError(400, e.message, param=e.param) from None
