@@ -200,6 +200,45 @@ class KVCacheManager:
         if seq.session_id is not None:
             self.touch_session(seq.session_id)
 
+    # ------------------------------------------------------------ KV handover
+
+    def pool_blocks(self, hashes: Seq[int]) -> list[int]:
+        """The pool blocks holding the leading run of `hashes` (another engine asks for
+        them: engine/kv_handover.py); stops at the first the pool does not hold."""
+        found = []
+        for h in hashes:
+            block_id = self.hash_to_block.get(h)
+            if block_id is None:
+                break
+            found.append(block_id)
+        return found
+
+    def import_blocks(self, seq: Sequence, first: int, count: int) -> list[tuple[int, int]]:
+        """Make room for blocks `first`..`first + count - 1` of `seq`, computed by another
+        engine: a fresh block each, registered now and queued as cached (tail first, as
+        `free` leaves them), so the sequence adopts them as a prefix hit when admitted.
+        Returns (block index, block id) of the blocks the caller must fill before the next
+        step; a block the pool holds already is skipped, and the run stops where the
+        free and evictable blocks run out (the rest is computed)."""
+        hashes = self.compute_block_hashes(seq)[:first + count]
+        held = [self.hash_to_block[h] for h in hashes if h in self.hash_to_block]
+        for block_id in held:  # the prefix the pool holds stays while fresh blocks are taken
+            self._acquire(block_id)
+        wanted = [i for i in range(first, len(hashes)) if hashes[i] not in self.hash_to_block]
+        taken = [(i, self._take_block()) for i in wanted[:self.num_allocatable]]
+        for i, block_id in taken:  # registered once all are taken: none evicts another
+            self.blocks[block_id].block_hash = hashes[i]
+            self.hash_to_block[hashes[i]] = block_id
+            if self.events is not None:
+                self.events.block_stored(seq, i)
+        for block_id in [*reversed([b for _, b in taken]), *reversed(held)]:
+            block = self.blocks[block_id]
+            block.ref_count -= 1
+            if block.ref_count == 0:
+                queue = self.session_evictable if block.session_id else self.evictable
+                queue[block_id] = None
+        return taken
+
     def touch_session(self, session_id: str) -> None:
         """Mark a session active now: its released blocks are kept for `session_idle_s`."""
         now = self.clock()

@@ -89,21 +89,18 @@ class Int8Store:
                 self.kv_cache[:, :, block_id].copy_(x)
 
 
-class DiskStore:
-    """Blocks byte for byte in one memory-mapped file under `directory` (unlinked once open,
-    so nothing is left behind)."""
+class SlotStore:
+    """Blocks byte for byte in `slots` [n, layers, 2, block_size, kv_heads, head_dim] of the
+    pool's dtype: lossless. The disk tier's file is such a tensor; so is a KV handover's
+    buffer between two engines (engine/kv_handover.py)."""
 
-    medium = "DISK"
+    medium = "CPU"
 
-    def __init__(self, kv_cache: Tensor, capacity: int, directory: str) -> None:
+    def __init__(self, kv_cache: Tensor, slots: Tensor) -> None:
+        assert slots.dtype == kv_cache.dtype and slots.shape[1:] == kv_cache[:, :, 0].shape, \
+            f"slots {tuple(slots.shape)} {slots.dtype} do not hold this pool's blocks"
         self.kv_cache = kv_cache
-        _, np_int = _INT_VIEW[kv_cache.element_size()]
-        layers, two, _, block, heads, dim = kv_cache.shape
-        path = Path(directory) / f"headstart-kv-tier-{os.getpid()}-{id(self):x}.bin"
-        self.file = np.memmap(path, dtype=np_int, mode="w+",
-                              shape=(capacity, layers, two, block, heads, dim))
-        path.unlink()
-        self.slots = torch.from_numpy(self.file).view(kv_cache.dtype)  # the file as a tensor
+        self.slots = slots
 
     @staticmethod
     def block_bytes(kv_cache: Tensor) -> int:
@@ -122,6 +119,22 @@ class DiskStore:
         with one_thread(self.kv_cache):
             for slot, block_id in zip(slots, block_ids, strict=True):
                 self.kv_cache[:, :, block_id].copy_(self.slots[slot])
+
+
+class DiskStore(SlotStore):
+    """Blocks byte for byte in one memory-mapped file under `directory` (unlinked once open,
+    so nothing is left behind)."""
+
+    medium = "DISK"
+
+    def __init__(self, kv_cache: Tensor, capacity: int, directory: str) -> None:
+        _, np_int = _INT_VIEW[kv_cache.element_size()]
+        layers, two, _, block, heads, dim = kv_cache.shape
+        path = Path(directory) / f"headstart-kv-tier-{os.getpid()}-{id(self):x}.bin"
+        self.file = np.memmap(path, dtype=np_int, mode="w+",
+                              shape=(capacity, layers, two, block, heads, dim))
+        path.unlink()
+        super().__init__(kv_cache, torch.from_numpy(self.file).view(kv_cache.dtype))
 
 
 def open_tier(config: EngineConfig, kv_cache: Tensor) -> SecondTier | None:

@@ -20,9 +20,11 @@ from openai_api import APIError, ChatMessage, SamplingFields
 MAX_LOGIT_BIAS = 1024  # entries per request
 # Fields the engine takes without acting on them: accounting and hints that change no answer.
 NO_EFFECT_FIELDS = frozenset({"user", "store", "metadata", "service_tier", "prediction"})
-# Extras that the engine honours: vLLM's (read by engine/serving/inputs.py) and OpenAI's
-# `parallel_tool_calls` (engine/serving/tool_choice.py).
-HONOURED_EXTRAS = frozenset({"ignore_eos", "stop_token_ids", "parallel_tool_calls"})
+# Extras that the engine honours: vLLM's (read by engine/serving/inputs.py, and
+# `kv_transfer_params` by engine/serving/kv_transfer.py) and OpenAI's `parallel_tool_calls`
+# (engine/serving/tool_choice.py).
+HONOURED_EXTRAS = frozenset({"ignore_eos", "stop_token_ids", "parallel_tool_calls",
+                             "kv_transfer_params"})
 TEXT_PART_TYPES = frozenset({"text", "input_text"})
 
 

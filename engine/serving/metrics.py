@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from engine.async_engine import AsyncEngine
+    from engine.kv_handover import HandoverStats
     from engine.kv_tier import TierStats
     from engine.outputs import GenerationDelta
 
@@ -83,6 +84,34 @@ def tier_metrics(t: TierStats) -> Iterator[Metric]:
     moved.add_metric(["offload"], t.bytes_saved)
     moved.add_metric(["reload"], t.bytes_reloaded)
     yield moved
+
+
+class HandoverCollector(Collector):
+    """A prefill or decode engine's KV handover (`--role`): blocks, bytes and seconds each
+    way, and the handovers given up on."""
+
+    def __init__(self, stats: HandoverStats) -> None:
+        self.stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.stats
+        series = {
+            "blocks": ("KV blocks handed over: sent by a prefill engine, loaded by a decode "
+                       "engine.", s.sent_blocks, s.received_blocks),
+            "bytes": ("Bytes of KV blocks handed over.", s.sent_bytes, s.received_bytes),
+            "seconds": ("Time spent handing blocks over: copying them out of the pool "
+                        "(sent), fetching and loading them (received).", s.sent_s,
+                        s.received_s),
+        }
+        for name, (doc, sent, received) in series.items():
+            family = CounterMetricFamily(f"{PREFIX}_kv_handover_{name}", doc,
+                                         labels=["direction"])
+            family.add_metric(["sent"], sent)
+            family.add_metric(["received"], received)
+            yield family
+        yield CounterMetricFamily(f"{PREFIX}_kv_handover_failures",
+                                  "Handovers a decode engine gave up on and computed instead.",
+                                  value=s.failures)
 
 
 class EngineMetrics:

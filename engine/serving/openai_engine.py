@@ -19,6 +19,7 @@ from engine.async_engine import AsyncEngine
 from engine.errors import InvalidRequest
 from engine.serving import answers, inputs
 from engine.serving.choices import generate_choices, start_choice
+from engine.serving.kv_transfer import Handover, refuse_handover
 from engine.serving.metrics import EngineMetrics
 from engine.serving.tool_answers import with_tool_calls
 from openai_api import (
@@ -47,29 +48,35 @@ class OpenAIEngine:
     def stream(self, request: GenerationRequest, *, request_id: str | None = None,
                session_id: str | None = None, cache_salt: str | None = None,
                include_usage: bool = True, completion_id: str | None = None,
-               priority: int | None = None,
+               priority: int | None = None, handover: Handover | None = None,
                ) -> AsyncIterator[ChatCompletionChunk | Completion]:
         """The chunks of the answer to `request` (a usage chunk last with `include_usage`),
         with the id `completion_id` (default: a new one). `request_id` names the engine
         requests (made unique here: sub-requests may share one); `session_id` and
         `cache_salt` key its KV blocks, `priority` (default: the request's) orders it
-        (vLLM's meanings)."""
+        (vLLM's meanings); `handover` is its part in a prefill/decode handover
+        (engine/serving/kv_transfer.py)."""
         rid = f"{request_id or new_id('req')}-{next(self._seq)}"
         if priority is None:
             priority = request.priority or 0
-        keys = (rid, session_id, cache_salt, include_usage, completion_id, priority)
+        keys = (rid, session_id, cache_salt, include_usage, completion_id, priority, handover)
         if isinstance(request, ChatCompletionRequest):
             return self._chat(request, *keys)
         return self._completion(request, *keys)
 
     async def _chat(self, request: ChatCompletionRequest, rid: str, session_id: str | None,
                     cache_salt: str | None, include_usage: bool, completion_id: str | None,
-                    priority: int) -> AsyncIterator[ChatCompletionChunk]:
+                    priority: int, handover: Handover | None
+                    ) -> AsyncIterator[ChatCompletionChunk]:
         engine = self.engine
+        if handover is None:
+            refuse_handover(request)
         prepared = inputs.chat_input(request, engine.tokenizer, engine.max_model_len,
                                      engine.engine.grammars)
         start = partial(start_choice, engine, self.metrics, "chat", session_id, cache_salt,
                         priority=priority)
+        if handover is not None:
+            start = handover.wrap(start)
         deltas = generate_choices(start, prepared.requests(), prepared.n, rid)
         chunks = answers.stream_chat(deltas, model=request.model, n=request.n,
                                      include_usage=include_usage, completion_id=completion_id)
@@ -84,11 +91,16 @@ class OpenAIEngine:
 
     async def _completion(self, request: CompletionRequest, rid: str, session_id: str | None,
                           cache_salt: str | None, include_usage: bool,
-                          completion_id: str | None, priority: int) -> AsyncIterator[Completion]:
+                          completion_id: str | None, priority: int,
+                          handover: Handover | None) -> AsyncIterator[Completion]:
         engine = self.engine
+        if handover is None:
+            refuse_handover(request)
         prepared = inputs.completion_input(request, engine.tokenizer, engine.max_model_len)
         start = partial(start_choice, engine, self.metrics, "completion", session_id, cache_salt,
                         priority=priority)
+        if handover is not None:
+            start = handover.wrap(start)
         deltas = generate_choices(start, prepared.requests(), prepared.n, rid)
         chunks = answers.stream_completion(deltas, model=request.model, n=request.n,
                                            include_usage=include_usage,

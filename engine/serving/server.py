@@ -23,7 +23,10 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from engine.async_engine import AsyncEngine
 from engine.config import POLICIES
 from engine.serving.answers import fold
+from engine.serving.kv_transfer import ROLES, KVTransfer
+from engine.serving.metrics import HandoverCollector
 from engine.serving.openai_engine import OpenAIEngine
+from engine.serving.roles import check_role, start_kv_transfer
 from openai_api import (
     ENDPOINTS,
     APIError,
@@ -47,8 +50,10 @@ class ClientDisconnected(Exception):
     """The client closed the connection before the answer was ready."""
 
 
-def create_engine_app(engine: AsyncEngine, *, owns_engine: bool = False) -> FastAPI:
-    """The FastAPI app serving `engine`; with `owns_engine`, shutting the app down stops it."""
+def create_engine_app(engine: AsyncEngine, *, owns_engine: bool = False,
+                      kv_transfer: KVTransfer | None = None) -> FastAPI:
+    """The FastAPI app serving `engine`; with `owns_engine`, shutting the app down stops it.
+    `kv_transfer`: its part in a prefill/decode handover (default: role `both`, none)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -58,6 +63,9 @@ def create_engine_app(engine: AsyncEngine, *, owns_engine: bool = False) -> Fast
 
     app = FastAPI(title="Headstart engine", lifespan=lifespan)
     app.state.engine = OpenAIEngine(engine)
+    app.state.kv_transfer = kv_transfer or KVTransfer(engine)
+    if app.state.kv_transfer.role != "both":
+        app.state.engine.metrics.registry.register(HandoverCollector(kv_transfer.stats))
     install_error_handlers(app)
 
     @app.exception_handler(ClientDisconnected)
@@ -110,9 +118,11 @@ async def _generate(request: Request, path: str) -> Response:
     _check_model(body.model, engine)
     rid = new_id("chatcmpl" if kind_of(body) == "chat" else "cmpl")
     session_id = body.session_id or request.headers.get("x-session-id") or None
+    handover = request.app.state.kv_transfer.begin(body)
     chunks = engine.stream(body, request_id=rid, session_id=session_id,
                            cache_salt=body.cache_salt, completion_id=rid,
-                           include_usage=body.wants_usage_chunk() or not body.stream)
+                           include_usage=body.wants_usage_chunk() or not body.stream,
+                           handover=handover)
     try:  # the first chunk before the status line: a refused request gets its own status
         first = await _until_disconnected(request, anext(chunks))
     except StopAsyncIteration:
@@ -125,7 +135,10 @@ async def _generate(request: Request, path: str) -> Response:
         return _sse(first, chunks, rid)
     answer = await _until_disconnected(request, fold(_resume(first, chunks), kind_of(body),
                                                      body.model))
-    return JSONResponse(answer.model_dump(), headers={"x-request-id": rid})
+    content = answer.model_dump()
+    if handover is not None and (params := handover.answer_params()) is not None:
+        content["kv_transfer_params"] = params  # where the prompt's blocks are, and which
+    return JSONResponse(content, headers={"x-request-id": rid})
 
 
 # ---------------------------------------------------------------- helpers
@@ -218,6 +231,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kv-events", metavar="ENDPOINT",
                    help="publish KV cache events (vLLM's format) on a ZeroMQ PUB socket bound "
                         "here, e.g. tcp://*:5557")
+    p.add_argument("--role", choices=ROLES, default="both",
+                   help="both (default): read prompts and write answers; prefill: also hand a "
+                        "prompt's KV blocks to a decode engine (kv_transfer_params); decode: "
+                        "also load blocks a prefill engine hands over")
+    p.add_argument("--kv-transfer-port", type=int, metavar="N",
+                   help="prefill: serve KV blocks on this TCP port (default: any free one; "
+                        "the answers' kv_transfer_params name it)")
+    p.add_argument("--kv-transfer-host", metavar="H",
+                   help="prefill: the host decode engines reach it at (default: --host, or "
+                        "this machine's address when --host is 0.0.0.0)")
     p.add_argument("--log-level", default="info")
     return p.parse_args(argv)
 
@@ -248,6 +271,7 @@ def main(argv: list[str] | None = None) -> None:
 
     args = parse_args(argv)
     try:
+        check_role(args)
         engine = AsyncEngine(engine_config(args))
     except ValueError as exc:  # a bad value (an unwritable --kv-offload-dir...): say which
         raise SystemExit(f"headstart engine: error: {exc}") from None
@@ -258,12 +282,15 @@ def main(argv: list[str] | None = None) -> None:
         kv = engine.engine.kv
         publisher = KVEventPublisher(args.kv_events, kv.block_size)
         kv.events = publisher
-    app = create_engine_app(engine, owns_engine=True)
+    kv_transfer, block_server = start_kv_transfer(engine, args)
+    app = create_engine_app(engine, owns_engine=True, kv_transfer=kv_transfer)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     finally:
         if publisher is not None:
             publisher.close()
+        if block_server is not None:
+            block_server.close()
 
 
 if __name__ == "__main__":
