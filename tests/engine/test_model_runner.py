@@ -8,8 +8,7 @@ import torch
 from engine.config import EngineConfig
 from engine.model_runner import ModelRunner, kv_bytes_per_block
 from engine.sampling_params import SamplingParams
-from engine.sequence import ScheduledSequence
-from engine.sequence import Sequence
+from engine.sequence import ScheduledSequence, Sequence
 
 GREEDY = SamplingParams(temperature=0)
 
