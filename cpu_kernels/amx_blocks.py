@@ -55,6 +55,7 @@ class AmxQ4:
     scales: Tensor   # float32 [N/16, K/32, 16]
     offsets: Tensor  # min - 128 * scale: the kernel's codes are the bf16 of 128 + q
     kernel: Any      # the compiled q4_matmul
+    float_out: bool = False  # results in float32 (the LM head's logits), not bf16
 
     @classmethod
     def from_blocks(cls, blocks: Q4Blocks, module: ModuleType | None = None) -> AmxQ4:
@@ -64,7 +65,7 @@ class AmxQ4:
                    per_block(minimum - 128 * blocks.scale), (module or amx_kernels()).q4_matmul)
 
     def matmul(self, x: Tensor) -> Tensor:
-        return self.kernel(x, self.codes, self.scales, self.offsets)
+        return self.kernel(x, self.codes, self.scales, self.offsets, self.float_out)
 
 
 @dataclass
@@ -74,6 +75,7 @@ class AmxQ8:
     codes: Tensor   # int8 [N/16, K/32, 16, 32]
     scales: Tensor  # float32 [N/16, K/32, 16]
     kernel: Any     # the compiled q8_matmul
+    float_out: bool = False  # results in float32 (the LM head's logits), not bf16
 
     @classmethod
     def from_codes(cls, codes: np.ndarray, scales: np.ndarray,
@@ -83,4 +85,4 @@ class AmxQ8:
                    (module or amx_kernels()).q8_matmul)
 
     def matmul(self, x: Tensor) -> Tensor:
-        return self.kernel(x, self.codes, self.scales)
+        return self.kernel(x, self.codes, self.scales, self.float_out)

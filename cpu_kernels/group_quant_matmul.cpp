@@ -76,10 +76,16 @@ struct UnpackQ8 {
   }
 };
 
+// 16 results of a row: rounded to bf16, or float32 (logits, which sampling reads unrounded).
+inline void store(c10::BFloat16* p, __m512 v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(v));
+}
+inline void store(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
+
 // Column blocks [b0, b1) of the output for all M rows of x.
-template <typename Unpack>
+template <typename Unpack, typename Out>
 void column_blocks(const c10::BFloat16* x, const float* xsum, const typename Unpack::Code* codes,
-                   const float* scales, const float* offsets, c10::BFloat16* out, int64_t M,
+                   const float* scales, const float* offsets, Out* out, int64_t M,
                    int64_t K, int64_t N, int64_t b0, int64_t b1) {
   TileConfig cfg;
   cfg.rows[0] = M, cfg.colsb[0] = kCols * 4;          // product: M x 16 fp32
@@ -114,16 +120,14 @@ void column_blocks(const c10::BFloat16* x, const float* xsum, const typename Unp
           acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(xsum[m * groups + g]), offset, acc[m]);
       }
     }
-    for (int m = 0; m < M; ++m)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + m * N + b * kCols),
-                          (__m256i)_mm512_cvtneps_pbh(acc[m]));
+    for (int m = 0; m < M; ++m) store(out + m * N + b * kCols, acc[m]);
   }
   _tile_release();
 }
 
 template <typename Unpack>
 at::Tensor block_matmul(const at::Tensor& x, const at::Tensor& codes,
-                        const at::Tensor& scales, const at::Tensor* offsets) {
+                        const at::Tensor& scales, const at::Tensor* offsets, bool float_out) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kBFloat16 && x.is_cpu(),
               "x must be a 2-D bf16 CPU tensor");
   const int64_t M = x.size(0), K = x.size(1);
@@ -143,15 +147,17 @@ at::Tensor block_matmul(const at::Tensor& x, const at::Tensor& codes,
   const at::Tensor xc = x.contiguous();
   // per-row sums of each group of x, for the offsets (rounded x, summed in fp32)
   const at::Tensor xsum = xc.view({M, groups, kGroup}).sum(-1, false, at::kFloat).contiguous();
-  at::Tensor out = at::empty({M, N}, x.options());
+  at::Tensor out = at::empty({M, N}, x.options().dtype(float_out ? at::kFloat : at::kBFloat16));
   const auto* xp = xc.data_ptr<c10::BFloat16>();
   const auto* cp = reinterpret_cast<const typename Unpack::Code*>(codes.data_ptr());
   const float* sp = scales.data_ptr<float>();
   const float* op = offsets ? offsets->data_ptr<float>() : nullptr;
   const float* xs = xsum.data_ptr<float>();
-  auto* yp = out.data_ptr<c10::BFloat16>();
   at::parallel_for(0, blocks, 4, [&](int64_t b0, int64_t b1) {
-    column_blocks<Unpack>(xp, xs, cp, sp, op, yp, M, K, N, b0, b1);
+    if (float_out)
+      column_blocks<Unpack>(xp, xs, cp, sp, op, out.data_ptr<float>(), M, K, N, b0, b1);
+    else
+      column_blocks<Unpack>(xp, xs, cp, sp, op, out.data_ptr<c10::BFloat16>(), M, K, N, b0, b1);
   });
   return out;
 }
@@ -159,15 +165,15 @@ at::Tensor block_matmul(const at::Tensor& x, const at::Tensor& codes,
 }  // namespace
 
 at::Tensor q4_matmul(const at::Tensor& x, const at::Tensor& codes,
-                     const at::Tensor& scales, const at::Tensor& offsets) {
+                     const at::Tensor& scales, const at::Tensor& offsets, bool float_out) {
   TORCH_CHECK(codes.scalar_type() == at::kByte, "Q4 codes must be uint8");
-  return block_matmul<UnpackQ4>(x, codes, scales, &offsets);
+  return block_matmul<UnpackQ4>(x, codes, scales, &offsets, float_out);
 }
 
 at::Tensor q8_matmul(const at::Tensor& x, const at::Tensor& codes,
-                     const at::Tensor& scales) {
+                     const at::Tensor& scales, bool float_out) {
   TORCH_CHECK(codes.scalar_type() == at::kChar, "Q8 codes must be int8");
-  return block_matmul<UnpackQ8>(x, codes, scales, nullptr);
+  return block_matmul<UnpackQ8>(x, codes, scales, nullptr, float_out);
 }
 
 bool request_amx() {

@@ -5,20 +5,25 @@
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 #ifdef HEADSTART_AMX
-  m.def("q4_matmul", &headstart::q4_matmul, "x @ W.T for W in packed Q4 blocks (1-16 bf16 rows)");
-  m.def("q8_matmul", &headstart::q8_matmul, "x @ W.T for W in packed Q8 blocks (1-16 bf16 rows)");
+  m.def("q4_matmul", &headstart::q4_matmul, "x @ W.T for W in packed Q4 blocks (1-16 bf16 rows)",
+        py::arg("x"), py::arg("codes"), py::arg("scales"), py::arg("offsets"),
+        py::arg("float_out") = false);
+  m.def("q8_matmul", &headstart::q8_matmul, "x @ W.T for W in packed Q8 blocks (1-16 bf16 rows)",
+        py::arg("x"), py::arg("codes"), py::arg("scales"), py::arg("float_out") = false);
   m.def("amx_ready", &headstart::request_amx, "ask Linux for AMX tile state; False if refused");
-  m.def("decode_layers", &headstart::decode_layers, "every decoder layer of a decode step");
   m.attr("max_rows") = headstart::kGroupQuantMaxRows;
   m.attr("variant") = "amx";
 #else
   m.def("q4_vnni_matmul", &headstart::q4_vnni_matmul,
-        "x @ W.T for W in VNNI Q4 blocks (1-16 bf16 rows)");
+        "x @ W.T for W in VNNI Q4 blocks (1-16 bf16 rows)", py::arg("x"), py::arg("blocks"),
+        py::arg("n"), py::arg("float_out") = false);
   m.def("q8_vnni_matmul", &headstart::q8_vnni_matmul,
-        "x @ W.T for W in VNNI Q8 blocks (1-16 bf16 rows)");
+        "x @ W.T for W in VNNI Q8 blocks (1-16 bf16 rows)", py::arg("x"), py::arg("blocks"),
+        py::arg("n"), py::arg("float_out") = false);
   m.attr("max_rows") = headstart::kGroupQuantMaxRows;
   m.attr("variant") = "avx512";
 #endif
+  m.def("decode_layers", &headstart::decode_layers, "every decoder layer of a decode step");
   m.def("rms_norm", &headstart::rms_norm, "RMSNorm of bf16 rows");
   m.def("add_rms_norm_", &headstart::add_rms_norm_, "x += delta in place, then RMSNorm of x");
   m.def("rope_", &headstart::rope_, "rotate q and k heads in place");

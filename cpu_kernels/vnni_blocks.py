@@ -5,8 +5,9 @@ codes once per step for all rows. Blocks of 16 output columns x 32 inputs (one g
 column block's groups one after another; inside a block, 8 quads of 4 inputs x 16 columns in
 vpdpbusd's order (byte 4c + i: column c, input i), then fp16 scales:
 
-    Q4 block (320 bytes): 8 x 32 bytes (byte j: position j in the low nibble, j + 32 in the
-                          high), d[16], m[16]         w = d * q + m, q in 0..15
+    Q4 block (320 bytes): 4 x 64 bytes (byte j of the p-th: byte j of quad 2p in the low
+                          nibble, of quad 2p + 1 in the high), d[16], m[16]
+                          w = d * q + m, q in 0..15
     Q8 block (544 bytes): 8 x 64 bytes of q + 128, d[16]   w = d * q, q in -128..127
 
 Q4_0 and Q4_1 both become (d, m): Q4Blocks' w = (q - 8) * scale + zero is d = scale,
@@ -49,17 +50,19 @@ def _per_block(values: np.ndarray) -> np.ndarray:
 
 @dataclass
 class VnniWeight:
-    """A weight in VNNI blocks; `matmul(x)` = x @ W.T for 1-16 bf16 rows."""
+    """A weight in VNNI blocks; `matmul(x)` = x @ W.T for 1-16 bf16 rows (bf16, or float32
+    with `float_out`)."""
 
     blocks: Tensor
     outputs: int
     q4: bool  # Q4 blocks (codes, d, m) or Q8 blocks (codes + 128, d)
+    float_out: bool = False  # results in float32 (the LM head's logits), not bf16
 
     @classmethod
     def from_q4(cls, q4: Q4Blocks) -> VnniWeight:
         n, k = q4.codes.shape
         quads = _quads(q4.codes.astype(np.uint8))
-        packed = (quads[..., :32] | (quads[..., 32:] << 4)).reshape(n // COLS, k // GROUP, -1)
+        packed = (quads[:, :, 0::2] | (quads[:, :, 1::2] << 4)).reshape(n // COLS, k // GROUP, -1)
         offset = q4.zero - 8 * q4.scale
         return cls._join([packed, _per_block(q4.scale), _per_block(offset)], n, q4=True)
 
@@ -82,4 +85,4 @@ class VnniWeight:
     def matmul(self, x: Tensor) -> Tensor:
         ops = kernels()
         kernel = ops.q4_vnni_matmul if self.q4 else ops.q8_vnni_matmul
-        return kernel(x, self.blocks, self.outputs)
+        return kernel(x, self.blocks, self.outputs, self.float_out)

@@ -44,9 +44,13 @@ class RMSNorm(nn.Module):
         return fused_ops(x)
 
     def forward(self, x: Tensor) -> Tensor:
+        """Normalised `x` in the weight's dtype (`x` may be a float32 residual stream)."""
         ops = self._kernels(x)
         if ops is not None:
             return ops.rms_norm(x, self.weight, self.eps)
+        if x.dtype != self.weight.dtype:  # rounded once, as the kernel does
+            return F.rms_norm(x, (x.shape[-1],), self.weight.to(x.dtype),
+                              self.eps).to(self.weight.dtype)
         if x.dtype == torch.bfloat16 and x.device.type == "cpu":
             hidden = x.shape[-1]
             out = F.layer_norm(torch.cat((x, -x), dim=-1), (2 * hidden,), self.doubled_weight(),
@@ -55,9 +59,13 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
     def add_forward(self, delta: Tensor, residual: Tensor) -> tuple[Tensor, Tensor]:
-        """(norm(residual + delta), residual + delta); the sum may be written into `residual`."""
-        ops = self._kernels(residual)
-        if ops is not None and delta.is_contiguous():
+        """(norm(residual + delta), residual + delta); the sum may be written into `residual`,
+        which is bf16 or a float32 residual stream (`engine.model.residual_stream`), to
+        which `delta` may come in float32 too."""
+        ops = fused_ops(self.weight)
+        if (ops is not None and _kernel_rows(delta) and _kernel_rows(residual)
+                and residual.shape == delta.shape
+                and (residual.dtype == torch.float32 or delta.dtype == torch.bfloat16)):
             return ops.add_rms_norm_(residual, delta, self.weight, self.eps), residual
         residual = residual + delta
         return self(residual), residual
@@ -68,6 +76,12 @@ class RMSNorm(nn.Module):
         if self._doubled is None or self._doubled[0] != key:
             self._doubled = key, torch.cat((self.weight, self.weight)).detach()
         return self._doubled[1]
+
+
+def _kernel_rows(x: Tensor) -> bool:
+    """Rows the norm kernels take: 2-D, contiguous, in 16s, bf16 or float32."""
+    return (x.dim() == 2 and x.shape[-1] % 16 == 0 and x.is_contiguous()
+            and x.dtype in (torch.bfloat16, torch.float32))
 
 
 def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = None,
@@ -202,9 +216,9 @@ class SwiGLU(nn.Module):
         self.intermediate_size = intermediate_size
 
     def forward(self, x: Tensor) -> Tensor:
-        gate_up = self.gate_up_proj(x)
-        ops = fused_ops(gate_up)
-        if ops is not None and gate_up.dim() == 2 and self.intermediate_size % 16 == 0:
+        gate_up = self.gate_up_proj(x)  # bf16, or float32 from a packed copy that gives it
+        ops = fused_ops(x)
+        if ops is not None and _kernel_rows(gate_up) and self.intermediate_size % 16 == 0:
             return self.down_proj(ops.silu_mul(gate_up))
         gate, up = gate_up.split(self.intermediate_size, dim=-1)
-        return self.down_proj(F.silu(gate).mul_(up))
+        return self.down_proj(F.silu(gate).mul_(up).to(x.dtype))

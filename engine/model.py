@@ -30,6 +30,9 @@ from engine.onednn_weight import packed_linear_weight
 
 # the four linears of a decoder layer, by submodule name
 LINEARS = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
+# those whose outputs go on in float32 on the CPU (into the residual stream, into the SiLU):
+# their packed copies hand them over unrounded where the kernel can (decode_copies.py)
+FLOAT_OUTPUTS = ("self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
 
 
 class LlamaAttention(nn.Module):
@@ -56,6 +59,16 @@ class LlamaAttention(nn.Module):
         return self.o_proj(out.reshape(-1, self.q_size))
 
 
+def residual_stream(x: Tensor) -> Tensor:
+    """The residual stream, starting from the embeddings `x`: float32 on the CPU, so that
+    the sixty adds into it are not each rounded to bf16 (the norms read it and round once);
+    on a bf16 model that quarters the logits' KL divergence from float32 on
+    bench/engine/answer_agreement.py's training questions, for [T, hidden] floats. Elsewhere
+    in the model's dtype, as transformers keeps it (the CUDA path is checked against it
+    token for token)."""
+    return x.float() if x.device.type == "cpu" else x
+
+
 class LlamaDecoderLayer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -69,7 +82,7 @@ class LlamaDecoderLayer(nn.Module):
         """(this layer's MLP output, the residual stream before adding it): the next norm
         adds the two, so that a fused kernel can do the add and the norm in one pass."""
         if residual is None:
-            residual, h = x, self.input_layernorm(x)
+            residual, h = residual_stream(x), self.input_layernorm(x)
         else:
             h, residual = self.input_layernorm.add_forward(x, residual)
         h, residual = self.post_attention_layernorm.add_forward(

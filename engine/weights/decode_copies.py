@@ -26,6 +26,8 @@ for all rows, each row's groups quantised to int8) serves 1 to 16 rows, layers a
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from torch import Tensor
 
 from cpu_kernels import amx_kernels, kernels
@@ -35,7 +37,7 @@ from cpu_kernels.vnni_blocks import MAX_ROWS as VNNI_MAX_ROWS
 from cpu_kernels.vnni_blocks import VnniWeight
 from cpu_kernels.vnni_blocks import fits as vnni_fits
 from engine.layers import DecodeCopy
-from engine.model import LlamaModel
+from engine.model import FLOAT_OUTPUTS, LlamaModel
 from engine.weights.decode_layer_weights import DecodeLayerWeights
 
 INT4_MAX_ROWS_BESIDE_AMX = 2
@@ -76,12 +78,21 @@ def linear_copies(blocks: Q4Blocks | Q8Blocks) -> tuple[DecodeCopy, ...]:
 
 def lm_head_copies(blocks: Q4Blocks | Q8Blocks | None, dense: Tensor) -> tuple[DecodeCopy, ...]:
     """The LM head's: its own quantised blocks through AMX or VNNI, else int8 rows for 1-row
-    steps."""
+    steps. The AMX and VNNI blocks hand their logits over in float32: rounded to bf16, two
+    tokens 0.1 apart at a logit of 25 (SmolLM2's answer to "What is the capital of France?":
+    "The" against "L'Étoile") come out equal, and the tie goes to the lower token id."""
     if blocks is not None and (amx_kernels() is not None or vnni_available()):
         copies = linear_copies(blocks)
         if copies:
-            return copies
+            return float_results(copies)
     return (DecodeCopy(1, PackedInt8.from_dense(dense)),)
+
+
+def float_results(copies: tuple[DecodeCopy, ...]) -> tuple[DecodeCopy, ...]:
+    """The same copies, those whose kernel can hand its results over in float32 doing so
+    (the AMX and VNNI blocks; torch's int4 and int8 kernels give bf16)."""
+    return tuple(replace(c, weight=replace(c.weight, float_out=True))
+                 if hasattr(c.weight, "float_out") else c for c in copies)
 
 
 # the model's fused linears and the checkpoint's weights each is made of
@@ -93,7 +104,9 @@ FUSED_SOURCES = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", 
 
 def attach_decode_copies(model: LlamaModel, blocks: dict[str, Q4Blocks | Q8Blocks]) -> int:
     """Give few-row steps packed copies of the quantised weights (and of the LM head), and
-    the one-call decode kernel its flat list where every linear has the AMX copies.
+    the one-call decode kernel its flat list where every linear has the AMX copies. The
+    linears of `FLOAT_OUTPUTS` and the LM head get float32 results where their kernel gives
+    them.
 
     `blocks` maps Hugging Face names to unpacked Q4/Q8 tensors. Returns the count of
     linears given copies.
@@ -106,6 +119,8 @@ def attach_decode_copies(model: LlamaModel, blocks: dict[str, Q4Blocks | Q8Block
             if len(kinds) != 1 or kinds.pop() not in (Q4Blocks, Q8Blocks):
                 continue
             copies = linear_copies(type(parts[0]).concat(parts))
+            if target in FLOAT_OUTPUTS:
+                copies = float_results(copies)
             if copies:
                 layer.get_submodule(target).decode_copies = copies
                 count += 1

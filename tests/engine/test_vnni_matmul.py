@@ -45,13 +45,13 @@ def test_quads_put_four_inputs_of_each_column_side_by_side():
     assert quads[0, 0, 0, :8].tolist() == [0, 1, 2, 3, 64, 65, 66, 67]
 
 
-def test_q4_block_packs_two_halves_of_a_quad_per_byte_then_fp16_scales():
+def test_q4_block_packs_two_quads_per_64_bytes_then_fp16_scales():
     blocks = q4_blocks(16, 32)
     packed = VnniWeight.from_q4(blocks).blocks.numpy()
     assert packed.shape == (320,)
     quads = _quads(blocks.codes)[0, 0]
-    codes = packed[:256].reshape(8, 32)
-    assert np.array_equal(codes & 0x0F, quads[:, :32]) and np.array_equal(codes >> 4, quads[:, 32:])
+    codes = packed[:256].reshape(4, 64)
+    assert np.array_equal(codes & 0x0F, quads[0::2]) and np.array_equal(codes >> 4, quads[1::2])
     d = packed[256:288].view(np.float16)
     m = packed[288:320].view(np.float16)
     assert np.allclose(d, blocks.scale[:, 0], rtol=1e-3)
@@ -73,24 +73,47 @@ def test_kernel_matches_float32_for_every_row_count(kind, shape):
         got = weight.matmul(x)
         assert got.dtype == torch.bfloat16 and got.shape == (rows, shape[0])
         errors.append(((got.float() - ref).norm() / ref.norm()).item())
-    # x is quantised to int8 per group of 32 and y rounded to bf16: under 1% of the output's
-    # size typically, 2.5% at worst on one group (a wrong layout is off by ~100%)
-    assert np.median(errors) < 0.012 and max(errors) < 0.03
+    # x is quantised per group of 32 in two int8 levels (~16 bits against the group's largest
+    # value) and y rounded to bf16: the error is y's rounding, ~0.17% of the output's size
+    # (one level alone: ~0.8%; a wrong layout is off by ~100%)
+    assert np.median(errors) < 0.0022 and max(errors) < 0.0025
 
 
-def quantised_rows(x: torch.Tensor) -> torch.Tensor:
-    """x as the kernel reads it: each group of 32 quantised to int8 with its own scale."""
+@needs_kernel
+@pytest.mark.parametrize("kind", ["q4", "q8"])
+def test_an_outlier_in_a_group_leaves_the_others_their_resolution(kind):
+    """Real activations carry a few inputs far larger than the rest; against the largest,
+    one int8 level leaves the others a few steps (2.6% error here, what turned greedy
+    answers); with the second level the error stays y's bf16 rounding."""
+    blocks = q4_blocks(960, 576) if kind == "q4" else q8_blocks(960, 576)
+    weight = VnniWeight.from_blocks(blocks)
+    dense = torch.from_numpy(blocks.dequantize())
+    torch.manual_seed(4)
+    x = torch.randn(4, 576)
+    x[:, ::32] *= 40  # one input in every group 40x the others
+    x = x.bfloat16()
+    ref = x.float() @ dense.T
+    one_level = quantised_rows(x, levels=1) @ dense.T
+    assert ((one_level - ref).norm() / ref.norm()).item() > 0.01
+    assert ((weight.matmul(x).float() - ref).norm() / ref.norm()).item() < 0.0025
+
+
+def quantised_rows(x: torch.Tensor, levels: int = 2) -> torch.Tensor:
+    """x as the kernel reads it: each group of 32 scaled to +-127 by its largest value and
+    rounded (hi), then what hi leaves scaled by 256 and rounded (lo, saturated to int8)."""
     groups = x.float().view(x.shape[0], -1, 32)
     scale = groups.abs().amax(-1, keepdim=True) / 127
-    return (torch.round(groups / scale) * scale).view_as(x)
+    t = groups / scale
+    hi = torch.round(t)
+    lo = torch.round((t - hi) * 256).clamp(-128, 127) if levels == 2 else 0
+    return ((hi + lo / 256) * scale).view_as(x)
 
 
 @needs_kernel
 @pytest.mark.parametrize("kind", ["q4", "q8"])
 def test_kernel_is_the_quantised_rows_times_the_weight(kind):
-    """y = xq @ W, the offset of Q4_1 included (its sum taken over xq, not x: with x's own
-    sum the codes' term alone carries xq's error, three times larger on real weights), up
-    to the bf16 rounding of y and the fp16 scales of the blocks."""
+    """y = xq @ W, the offset of Q4_1 included (its sum taken over xq, not x), up to the
+    bf16 rounding of y and the fp16 scales of the blocks."""
     blocks = q4_blocks(960, 576) if kind == "q4" else q8_blocks(960, 576)
     if kind == "q4":
         blocks = Q4Blocks(blocks.codes, blocks.scale.astype(np.float16).astype(np.float32),
@@ -105,7 +128,7 @@ def test_kernel_is_the_quantised_rows_times_the_weight(kind):
         x = torch.randn(rows, 576).bfloat16()
         ref = quantised_rows(x) @ dense.T
         got = weight.matmul(x).float()
-        assert ((got - ref).norm() / ref.norm()).item() < 0.004
+        assert ((got - ref).norm() / ref.norm()).item() < 0.0022
 
 
 @needs_kernel
