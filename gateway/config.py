@@ -60,8 +60,11 @@ class UpstreamConfig(_Strict):
     health_interval_s: float = Field(default=1.0, gt=0)
     dns_interval_s: float = Field(default=5.0, gt=0)
     first_token_timeout_s: float | None = Field(default=None, gt=0)  # then try another replica
+    # a prefill pool (`headstart engine --role prefill`): each request is read there, then
+    # decoded by one of `endpoints` (`--role decode`) from the handed KV blocks; empty: off
+    prefill_endpoints: list[str | EndpointEntry] = Field(default_factory=list)
 
-    @field_validator("endpoints")
+    @field_validator("endpoints", "prefill_endpoints")
     @classmethod
     def _endpoint_urls(cls, v: list[str | EndpointEntry]) -> list[str | EndpointEntry]:
         for entry in v:
@@ -80,7 +83,20 @@ class UpstreamConfig(_Strict):
             raise ValueError("always_stream applies to kind 'openai' only")
         if self.kind != "engine" and (self.path or self.engine):
             raise ValueError("path/engine options apply to kind 'engine' only")
+        if self.prefill_endpoints:
+            if not self.endpoints:
+                raise ValueError("prefill_endpoints need endpoints: the decode pool "
+                                 "(engines started with --role decode)")
+            both = {_url(e) for e in self.endpoints} & {_url(e) for e in self.prefill_endpoints}
+            if both:
+                raise ValueError(f"{sorted(both)[0]} is in both endpoints and "
+                                 "prefill_endpoints: a replica is either a decode or a "
+                                 "prefill engine")
         return self
+
+
+def _url(entry: str | EndpointEntry) -> str:
+    return (entry if isinstance(entry, str) else entry.url).rstrip("/")
 
 
 class RouteConfig(RoutePolicy):

@@ -1,5 +1,6 @@
 """Upstream adapters by `kind`: `engine` (in-process), `openai` (any compatible URL, or a
-fleet of them: `endpoints:`), `litellm` (any litellm provider string)."""
+fleet of them: `endpoints:`, split in prefill and decode pools with `prefill_endpoints:`),
+`litellm` (any litellm provider string)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ def build_upstream(config: UpstreamConfig, engine: OpenAIEngine | None = None) -
         if engine is None:
             raise RuntimeError(f"upstream {config.name!r} needs the in-process engine")
         return EngineUpstream(config, engine)
+    if config.kind == "openai" and config.prefill_endpoints:
+        from gateway.upstreams.disaggregated import DisaggregatedUpstream
+
+        return DisaggregatedUpstream(config)
     if config.kind == "openai" and config.endpoints:
         from gateway.upstreams.fleet import FleetUpstream
 

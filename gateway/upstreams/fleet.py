@@ -60,7 +60,10 @@ class Attempt:
 
 
 class FleetUpstream(Upstream):
-    def __init__(self, config: UpstreamConfig) -> None:
+    """`metrics`: series shared with another pool of the same upstream (a prefill pool's,
+    gateway/upstreams/disaggregated.py); default: its own."""
+
+    def __init__(self, config: UpstreamConfig, metrics: EndpointMetrics | None = None) -> None:
         super().__init__(config)
         self.specs = [EndpointSpec(e, config.kv_events) if isinstance(e, str)
                       else EndpointSpec(e.url, e.kv_events or config.kv_events)
@@ -75,7 +78,7 @@ class FleetUpstream(Upstream):
         self.subscriber = KVEventSubscriber(EventTranslator(self.picker.locator, config.block_size),
                                             on_event=self._kv_event)
         self.prompts: PromptTokens | None = None
-        self.metrics = EndpointMetrics(self.name, self._gauges)
+        self.metrics = metrics or EndpointMetrics(self.name, self.gauges)
         self._scraped: dict[str, ReplicaLoad] = {}
         self._template = OpenAICompatUpstream(config.model_copy(update={
             "base_url": "http://fleet.invalid/v1", "endpoints": []}))
@@ -131,7 +134,7 @@ class FleetUpstream(Upstream):
     def _kv_event(self, url: str) -> None:
         self.metrics.kv_events.labels(self.name, url).inc()
 
-    def _gauges(self) -> dict[str, EndpointGauges]:
+    def gauges(self) -> dict[str, EndpointGauges]:
         down = self.monitor.down
         return {url: EndpointGauges(
             in_flight=self.tracker.load(url).in_flight, healthy=url not in down,
