@@ -68,11 +68,13 @@ def gw(engine_server, judge_upstream, blackhole, tmp_path_factory):
 
 
 def ask(gw, model: str, text: str, namespace: str) -> tuple[httpx.Response, float]:
-    """One chat request at temperature 0 with short answers; (response, seconds)."""
+    """One chat request at temperature 0 with short answers; (response, seconds). The stops
+    end both questions' answers well within max_tokens (an answer cut at the length is not
+    one the cache keeps for every request, so neither would be promoted)."""
     t0 = time.perf_counter()
     r = httpx.post(gw.base_url + "/v1/chat/completions", timeout=60, headers={
         "x-cache-namespace": namespace}, json={
-        "model": model, "temperature": 0, "max_tokens": 48, "stop": [".", ",", "\n"],
+        "model": model, "temperature": 0, "max_tokens": 48, "stop": [".", ",", "(", "\n"],
         "messages": [{"role": "user", "content": text}]})
     assert r.status_code == 200, r.text
     return r, time.perf_counter() - t0
