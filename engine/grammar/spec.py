@@ -33,7 +33,39 @@ def canonical_schema(schema: Any) -> str:
 
 
 def json_schema_grammar(schema: dict[str, Any] | bool, param: str) -> GrammarSpec:
-    return GrammarSpec("json_schema", canonical_schema(schema), param)
+    """The grammar of `closed(schema)`."""
+    return GrammarSpec("json_schema", canonical_schema(closed(schema)), param)
+
+
+# keywords whose values are subschemas, one or a list or a map of them
+_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
+_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
+_MAP = ("properties", "$defs", "definitions", "patternProperties")
+
+
+def closed(schema: Any) -> Any:
+    """`schema` with every object that lists `properties` and leaves `additionalProperties`
+    out closed (false): the answer holds the properties listed and no others, as OpenAI's
+    strict mode reads a schema and as vLLM's default grammar backend (xgrammar's strict
+    mode) generates. JSON Schema's own default allows any more keys, and a small model,
+    once the listed ones are written, may go on inventing keys until `max_tokens`
+    (pydantic's schemas, as Instructor's JSON_SCHEMA mode sends them, leave it out). An
+    object with no `properties` (JSON mode's `{"type": "object"}`) stays any object."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _ONE:
+        if key in out:
+            out[key] = closed(out[key])
+    for key in _LIST:
+        if isinstance(out.get(key), list):
+            out[key] = [closed(s) for s in out[key]]
+    for key in _MAP:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: closed(s) for name, s in out[key].items()}
+    if "properties" in out and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
 
 
 def json_object_grammar(param: str = "response_format") -> GrammarSpec:

@@ -3,7 +3,9 @@
 - `text` (or none): no grammar.
 - `json_object`: any one JSON object (JSON mode).
 - `json_schema`: `{"name", "schema", "strict"}` as OpenAI takes it; the answer follows the
-  schema whatever `strict` says (the engine never answers outside a schema it was given).
+  schema whatever `strict` says (the engine never answers outside a schema it was given);
+  an object that lists `properties` and leaves `additionalProperties` out is closed
+  (`engine.grammar.spec.closed`).
   A schema keyword the grammar library cannot enforce is a 400 naming its place,
   `response_format.json_schema.schema.properties.tags.uniqueItems` (raised where the
   grammar is compiled, `LLMEngine.make_sequence`).

@@ -3,6 +3,8 @@ the logits of constrained rows only. The real SmolLM2 tokenizer; no model."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -62,6 +64,23 @@ def test_key_order_is_part_of_the_grammar():
     backward = json_schema_grammar({"properties": {"b": {}, "a": {}}}, "p")
     assert forward.key != backward.key
     assert forward == json_schema_grammar({"properties": {"a": {}, "b": {}}}, "other")
+
+
+def test_every_object_with_properties_that_leaves_additional_properties_out_is_closed():
+    schema = {"type": "object", "properties": {
+        "who": {"type": "object", "properties": {"name": {"type": "string"}}},
+        "tags": {"type": "array", "items": {"properties": {"k": {}}}},
+        "any": {"type": "object"},
+        "extra": {"type": "object", "additionalProperties": {"type": "integer"}}},
+        "$defs": {"Pet": {"anyOf": [{"type": "object"}, {"type": "null"}]}}}
+    strict = json.loads(json_schema_grammar(schema, "p").source)
+    assert strict["additionalProperties"] is False
+    assert strict["properties"]["who"]["additionalProperties"] is False
+    assert strict["properties"]["tags"]["items"]["additionalProperties"] is False
+    assert strict["properties"]["extra"]["additionalProperties"] == {"type": "integer"}
+    assert strict["properties"]["any"] == {"type": "object"}  # any object, as JSON mode's
+    assert strict["$defs"]["Pet"] == schema["$defs"]["Pet"]
+    assert json.loads(json_object_grammar().source) == {"type": "object"}
 
 
 @pytest.mark.parametrize(("schema", "path", "words"), [

@@ -60,6 +60,19 @@ def test_a_sampled_answer_follows_its_schema_too(engine):
         jsonschema.validate(json.loads(out.text), schema)
 
 
+def test_a_schema_left_open_gets_the_listed_properties_only(engine):
+    """pydantic's schema of a model, as Instructor's JSON_SCHEMA mode sends it (no
+    `additionalProperties`, no `strict`): greedily the model writes the two properties and
+    then, left open, invents more until `max_tokens` (2026-12-02)."""
+    schema = {"description": "A person.", "properties": {
+        "name": {"maxLength": 20, "title": "Name", "type": "string"},
+        "age": {"maximum": 120, "minimum": 0, "title": "Age", "type": "integer"}},
+        "required": ["name", "age"], "title": "Person", "type": "object"}
+    (out,) = engine.generate([chat(engine, "Invent a person.")], SamplingParams(
+        max_tokens=80, temperature=0, grammar=json_schema_grammar(schema, PARAM)))
+    assert out.finish_reason == "stop" and set(json.loads(out.text)) == {"name", "age"}
+
+
 def test_json_mode_answers_one_object_and_stops_when_it_closes(engine):
     question = "Give me a JSON object describing a cat with name and age."
     (out,) = engine.generate([chat(engine, question)], SamplingParams(
