@@ -64,9 +64,9 @@ class BlockLayout:
             count *= n
         return count * getattr(torch, self.dtype).itemsize
 
-    def slots(self, buffer: bytearray, count: int) -> Tensor:
+    def slots(self, buffer: bytearray | memoryview, count: int) -> Tensor:
         """`count` blocks of `buffer` as the tensor a `SlotStore` copies through."""
-        if len(buffer) < count * self.bytes_per_block:
+        if memoryview(buffer).nbytes < count * self.bytes_per_block:
             raise HandoverError(f"{len(buffer)} bytes cannot hold {count} blocks")
         dtype = getattr(torch, self.dtype)
         if count == 0:
@@ -113,7 +113,7 @@ def export_blocks(llm: LLMEngine, hashes: Seq[int]) -> tuple[int, bytearray]:
 
 
 def import_blocks(llm: LLMEngine, seq: Sequence, first: int, count: int,
-                  layout: BlockLayout, buffer: bytearray) -> int:
+                  layout: BlockLayout, buffer: bytearray | memoryview) -> int:
     """Load `count` handed blocks (blocks `first`.. of `seq`, in `buffer`) into fresh pool
     blocks, registered under their hashes: `seq`'s prompt then finds them as a cached
     prefix. Returns how many were loaded (fewer when the pool is short, or holds some).

@@ -136,3 +136,21 @@ def test_blocks_of_another_layout_are_refused(engines) -> None:
     with pytest.raises(HandoverError, match="cannot go into a pool"):
         import_blocks(decode, seq, 0, 2, other, bytearray(2 * other.bytes_per_block))
     assert decode.kv.pool_blocks(seq.block_hashes) == []
+
+
+def test_blocks_load_in_pieces_from_one_buffer(engines, smollm_bf16) -> None:
+    prefill, decode = engines
+    ids = smollm_bf16.tokenizer.encode("Tides rise and fall twice a day on most coasts. " * 12)
+    ids = ids[:100]  # 6 full blocks, 4 tokens past them
+    greedy = SamplingParams(max_tokens=8, temperature=0, ignore_eos=True)
+    expected = prefill.generate([ids], greedy)[0]
+    seq = prompt_sequence(ids, 16)
+    count, buffer = export_blocks(prefill, seq.block_hashes)
+    layout = BlockLayout.of(prefill.runner.kv_cache)
+    size = layout.bytes_per_block
+    view = memoryview(buffer)
+    assert import_blocks(decode, seq, 0, 4, layout, view[:4 * size]) == 4
+    assert import_blocks(decode, seq, 4, 2, layout, view[4 * size:]) == 2
+    got = decode.generate([ids], greedy)[0]
+    assert (got.token_ids, got.cached_tokens) == (expected.token_ids, 96)
+    decode.scheduler.check()

@@ -78,7 +78,7 @@ def prefill(proc: ServerProcess, messages: list[dict]) -> dict:
 
 def test_greedy_answer_through_prefill_and_decode_is_one_engines(engines) -> None:
     prefill_engine, decode_engine, both = engines
-    messages = chat("Bicycles.", 9)
+    messages = chat("Bicycles.", 36)  # ~750 tokens: the blocks load in two pieces
     expected = client(both).chat.completions.create(model=MODEL, messages=messages,
                                                      max_tokens=32, temperature=0)
     sent, received = metric(prefill_engine, "blocks", "sent"), \
