@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+from functools import lru_cache
+from pathlib import Path
 
 TOKEN_RANGE = (200, 40000)  # ordinary vocabulary, no special tokens
 
@@ -10,6 +12,28 @@ TOKEN_RANGE = (200, 40000)  # ordinary vocabulary, no special tokens
 def random_prompt(n: int, seed: int) -> list[int]:
     rng = random.Random(seed)
     return [rng.randrange(*TOKEN_RANGE) for _ in range(n)]
+
+
+ENGLISH_TEXT = Path(__file__).resolve().parents[2] / "tests" / "data" / "english_text.txt"
+
+
+@lru_cache(maxsize=1)
+def _english_ids() -> tuple[int, ...]:
+    from engine.weights import load_tokenizer
+
+    return tuple(load_tokenizer().encode(ENGLISH_TEXT.read_text()))
+
+
+def english_prompt(n: int, seed: int) -> list[int]:
+    """`n` tokens of plain English prose (tests/data/english_text.txt, read on past its end
+    from its start), from a place the seed picks: a prompt no earlier one shares a first
+    block with, as long as the seeds pick different places."""
+    ids = _english_ids()
+    start = random.Random(seed).randrange(len(ids))
+    return [ids[(start + i) % len(ids)] for i in range(n)]
+
+
+PROMPTS = {"random": random_prompt, "english": english_prompt}
 
 
 def decode_rate(times: list[list[float]]) -> float:
