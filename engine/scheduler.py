@@ -8,7 +8,8 @@ Every step spends a token budget in four phases (`Scheduler.schedule`):
    waits for a free running slot, a chunk takes at most half the budget, so a short prompt
    arriving behind a long one starts at the next step instead of after the whole prefill;
 3. admission: waiting sequences, in line order (arrival under fcfs), while budget, slots and blocks last;
-4. top-up: budget nobody waiting could use goes back to the chunks capped in phase 2.
+4. top-up: budget nobody waiting could use goes back to the chunks capped in phase 2, and a
+   prompt whose rest would be a short tail (an eighth of the budget) reads it now.
 
 When the KV pool runs dry in phases 1-2, the running sequence that ranks last (under fcfs
 the most recently arrived) is preempted (its blocks freed, recomputed later; its registered
@@ -42,6 +43,8 @@ class Scheduler:
         self.kv = kv
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
+        # a prompt's last chunk may run past the budget by this much (`_top_up_prefills`)
+        self.tail_tokens = max_num_batched_tokens // 8
         self.policy = SchedulingPolicy(policy)
         self.waiting: deque[Sequence] = deque()  # in line order (engine/priority.py)
         self.running: list[Sequence] = []
@@ -270,10 +273,15 @@ class Scheduler:
 
     def _top_up_prefills(self, plan: StepPlan) -> None:
         """Give budget nobody waiting could use back to prefill chunks capped earlier (not
-        to a class below the default under the priority policy: its steps stay short)."""
+        to a class below the default under the priority policy: its steps stay short). A
+        prompt whose rest after this step would be a short tail (at most `tail_tokens`)
+        reads it now, past the budget: a whole further step over every layer's weights
+        for a few tokens costs more than the longer step (a 512-token budget and a
+        530-token chat prompt: 0.19 s against 0.22 s in two steps, one thread)."""
         for seq, num_new in list(plan.tokens.items()):
             if not self.policy.may_top_up(seq):
                 continue
-            extra = min(seq.num_uncomputed_tokens - num_new, plan.budget)
+            rest = seq.num_uncomputed_tokens - num_new
+            extra = rest if 0 < rest <= self.tail_tokens else min(rest, plan.budget)
             if extra > 0 and self.kv.allocate_slots(seq, num_new + extra):
-                plan.give(seq, extra)
+                plan.give(seq, extra, past_budget=extra > plan.budget)

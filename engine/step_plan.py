@@ -31,11 +31,13 @@ class StepPlan:
     preempted: list[Sequence] = field(default_factory=list)
     out_of_blocks: bool = False  # a running sequence was preempted for blocks: admit nobody
 
-    def give(self, seq: Sequence, num_new: int) -> None:
-        """`seq` computes `num_new` more tokens this step."""
-        assert 0 < num_new <= self.budget, f"{num_new} tokens for {seq}, {self.budget} left"
+    def give(self, seq: Sequence, num_new: int, past_budget: bool = False) -> None:
+        """`seq` computes `num_new` more tokens this step (`past_budget`: beyond what is
+        left, the last phase's prompt tails; nothing is planned after)."""
+        assert 0 < num_new and (past_budget or num_new <= self.budget), \
+            f"{num_new} tokens for {seq}, {self.budget} left"
         self.tokens[seq] = self.tokens.get(seq, 0) + num_new
-        self.budget -= num_new
+        self.budget = max(0, self.budget - num_new)
 
     def drop(self, seq: Sequence) -> None:
         """`seq` was preempted: whatever it had been given goes back to the budget."""

@@ -60,10 +60,21 @@ def test_budget_respected_every_step_and_cap_on_running() -> None:
     while sched.has_unfinished():
         out = step(sched)
         steps += 1
-        assert 0 < out.num_batched_tokens <= 8
+        assert 0 < out.num_batched_tokens <= 8 + sched.tail_tokens  # a prompt's tail: 1
         assert len(sched.running) <= 3
         assert steps < 100
     assert sched.kv.stats().used == 0
+
+
+def test_a_prompt_reads_a_short_tail_in_its_last_chunk_past_the_budget() -> None:
+    sched = make_scheduler(num_blocks=64, budget=16)  # a tail of up to 2 tokens
+    assert sched.tail_tokens == 2
+    a = add(sched, "a", 18, max_tokens=1)
+    assert new_tokens(step(sched)) == {"a": 18}  # one step, not 16 + 2
+    assert a.is_finished
+    add(sched, "b", 19, max_tokens=1, start=100)
+    assert new_tokens(step(sched)) == {"b": 16}
+    assert new_tokens(step(sched)) == {"b": 3}
 
 
 def test_decodes_keep_flowing_while_long_prompt_prefills_in_chunks() -> None:
@@ -266,12 +277,12 @@ def test_bookkeeping_stays_consistent_through_a_mixed_workload():
             sched.abort(rng.choice(sched.running).request_id)
         out = step(sched)
         sched.check()
-        assert out.num_batched_tokens <= 16
-    assert steps == 87 and sched.num_preemptions == 15
-    assert sum(s.finish_reason == "abort" for s in seqs) == 4
+        assert out.num_batched_tokens <= 16 + sched.tail_tokens
+    assert steps == 91 and sched.num_preemptions == 9
+    assert sum(s.finish_reason == "abort" for s in seqs) == 2
     assert all(s.finish_reason == "abort" or s.num_output_tokens == s.params.max_tokens
                for s in seqs)
-    assert sum(s.num_cached_tokens for s in seqs) == 56
+    assert sum(s.num_cached_tokens for s in seqs) == 32
     assert sched.kv.stats().used == 0
 
 
