@@ -44,6 +44,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_process(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 10 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 class LlamaServerBench:
     """`llama-server --parallel 8` (continuous batching) over HTTP on loopback."""
 
@@ -76,12 +86,7 @@ class LlamaServerBench:
         raise RuntimeError("llama-server did not become ready")
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_process(self.proc)
         self.log.close()
 
     def _complete(self, prompt: list[int], tokens: int, slot: int = -1,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.engine.llama_server_bench import free_port
+from bench.engine.llama_server_bench import free_port, stop_process
 from bench.engine.timing import decode_rate
 
 MODEL_NAME = "bench"
@@ -64,12 +64,7 @@ class HeadstartServerBench:
 
     def close(self) -> None:
         self.client.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_process(self.proc)
         self.log.close()
         Path(self.log.name).unlink(missing_ok=True)
 
