@@ -3,9 +3,12 @@ use the gateway's real picker (small fleets, short runs; no timing)."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench.fleet.sim.calibrate import _fit_prefill
 from bench.fleet.sim.calibration import calibrate, live_seed
 from bench.fleet.sim.replica import SimReplica, SimRequest, StepCosts
+from bench.fleet.sim.report import disagg_markdown, disagg_verdicts
 from bench.fleet.sim.simulator import FleetSim, SimConfig, simulate
 from bench.fleet.sim.workloads import TraceSizes, build
 from bench.harness.workloads import WorkloadSizes, build_sessions
@@ -150,3 +153,59 @@ def test_calibration_replays_a_live_run() -> None:
     follower = FleetSim(config, after=leader)
     assert all(held.values()) and {n: list(r.cache) for n, r in follower.replicas.items()} == held
     assert live_seed(0, 2.0) == 2000 and live_seed(1, 0.5) == 100_503
+
+
+def test_a_decode_replica_computes_only_past_the_handed_blocks() -> None:
+    r = SimReplica("d", COSTS, capacity_blocks=64, block_size=4)
+    handed = request(list(range(30)))  # 7 full blocks, 2 tokens past them
+    handed.handed = 7
+    r.extra_s = 0.005  # loading the blocks, on the next step
+    r.submit(handed)
+    chosen, duration = r.plan()
+    assert chosen == {handed: 2} and handed.cached_tokens == 28
+    assert duration == 0.01 + 2 * 0.001 + 0.005
+    r.finish_step(chosen, 1.0, duration)
+    chosen, duration = r.plan()
+    assert r.extra_s == 0.0 and duration == 0.01 + 0.002  # loaded once
+    r.finish_step(chosen, 1.5, duration)
+    assert handed.gaps == [0.5]  # first token at 1.0, the second at 1.5
+
+
+def test_a_split_fleet_reads_on_prefill_replicas_and_decodes_on_the_others() -> None:
+    base = SimConfig(replicas=4, policy="prefix+kv", workload="rag", rate=1.0, duration_s=20.0,
+                     warmup_s=5.0, sizes=TraceSizes(groups=4, answer_tokens=16),
+                     handover_block_s=0.001, import_block_s=0.0001)
+    split = FleetSim(SimConfig(**{**base.__dict__, "prefill_replicas": 1}))
+    result = split.run()
+    assert result.unfinished == 0 and result.requests > 10
+    assert result.itl_ms["p95"] > 0 and result.row()["prefill_replicas"] == 1
+    prefill = split.replicas["r000"]
+    assert prefill.served == len(split.records)  # every request was read there, once
+    decoded = sum(r.served for name, r in split.replicas.items() if name != "r000")
+    assert decoded == len(split.records)
+    colocated = simulate(base)
+    assert colocated.requests == result.requests and "prefill_replicas" not in colocated.row()
+
+
+def test_a_split_must_leave_decode_replicas() -> None:
+    with pytest.raises(ValueError, match="prefill_replicas 2 must leave decode replicas of 2"):
+        FleetSim(SimConfig(replicas=2, prefill_replicas=2))
+
+
+def test_the_disaggregation_verdict_names_the_layout_that_meets_both_slos() -> None:
+    def row(share: float, ttft: float, itl: float, load: float = 1.0) -> dict:
+        return {"trace": "rag-cold", "replicas": 8, "load": load, "prefill_share": share,
+                "ttft_p95_ms": ttft, "itl_p95_ms": itl, "ttft_ok": ttft <= 700,
+                "itl_ok": itl <= 50}
+
+    rows = [row(0.0, 600, 370), row(0.25, 9000, 15), row(0.5, 650, 18),  # ITL: split wins
+            row(0.0, 300, 20, 2.0), row(0.5, 900, 18, 2.0)]  # colocated alone meets both
+    first, second = disagg_verdicts(rows)
+    assert (first["winner"], first["best_prefill_share"]) == ("disaggregated", 0.5)
+    assert first["ttft_p95_ms"] == (600, 650) and first["itl_p95_ms"] == (370, 18)
+    assert second["winner"] == "colocated"
+    table = "\n".join(disagg_markdown({"slo_ms": 700, "itl_slo_ms": 50, "rows": rows,
+                                       "verdicts": [first, second]}))
+    assert (first["lower_ttft"], first["lower_itl"]) == ("colocated", "25% prefill")
+    assert "| rag-cold | 8 | 1x | 600 / 370 | 9000 / 15 | 650 / 18 |  | disaggregated (50% " \
+        "prefill) | colocated | 25% prefill |" in table

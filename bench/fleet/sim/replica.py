@@ -10,7 +10,9 @@ prefix cache of `capacity_blocks` blocks. A step lasts
            + attend_pair_s x (query token, context token) pairs attended
            + prefill_step_s when the step prefills anything
 
-(`StepCosts`, measured on the real engine by `bench/fleet/sim/calibrate.py`). Blocks leave
+(`StepCosts`, measured on the real engine by `bench/fleet/sim/calibrate.py`), plus `extra_s`
+of other work queued for the step thread (a decode replica loading handed KV blocks, under
+prefill/decode disaggregation; a request's `handed` blocks count as cached). Blocks leave
 the cache in LRU order (a prefilling request touches its blocks every step, so they are the
 newest); each registration and eviction is reported (the simulator makes KV events of them).
 """
@@ -53,10 +55,13 @@ class SimRequest:
     answer_tokens: int
     arrival: float
     payload: Any = None  # the simulator's own record of the request
+    handed: int = 0  # blocks another replica handed over (prefill/decode disaggregation)
     computed: int = 0
     cached_tokens: int = 0
     generated: int = 0
     first_token_at: float | None = None
+    last_token_at: float = 0.0
+    gaps: list[float] = field(default_factory=list)  # seconds between its tokens
 
     @property
     def prefilling(self) -> bool:
@@ -89,6 +94,7 @@ class SimReplica:
         self.stepping = False
         self.held_area = 0.0  # integral of requests held (queued or running) over time
         self._held_since = 0.0
+        self.extra_s = 0.0  # other work on the step thread (loading handed blocks), next step
 
     def fresh_counters(self) -> SimReplica:
         """The same replica (its cache) with its queues empty and its counters at zero, for
@@ -149,7 +155,8 @@ class SimReplica:
             else:
                 decodes += 1
                 pairs += r.prompt_tokens + r.generated
-        return chosen, self.costs.step(prefill, decodes, pairs)
+        extra, self.extra_s = self.extra_s, 0.0
+        return chosen, self.costs.step(prefill, decodes, pairs) + extra
 
     def finish_step(self, chosen: dict[SimRequest, int], now: float,
                     duration: float) -> StepResult:
@@ -163,10 +170,12 @@ class SimReplica:
                 self._register(r.keys[:r.computed // self.block_size], result)
                 if not r.prefilling:
                     r.generated = 1
-                    r.first_token_at = now
+                    r.first_token_at = r.last_token_at = now
                     result.first_tokens.append(r)
             else:
                 r.generated += 1
+                r.gaps.append(now - r.last_token_at)
+                r.last_token_at = now
             if not r.prefilling and r.generated >= r.answer_tokens:
                 self.running.remove(r)
                 self.served += 1
@@ -184,6 +193,7 @@ class SimReplica:
                 break
             self.cache.move_to_end(key)
             matched += 1
+        matched = max(matched, min(r.handed, limit))  # handed blocks were loaded for it
         r.computed = r.cached_tokens = matched * self.block_size
         self.running.append(r)
 

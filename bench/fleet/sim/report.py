@@ -1,6 +1,6 @@
 """The fleet simulator's scenarios and their report (Markdown + JSON).
 
-    python -m bench.fleet.sim.report --scenario scale|hot|gateways|all [--out DIR]
+    python -m bench.fleet.sim.report --scenario scale|hot|gateways|disagg|all [--out DIR]
     python -m bench.fleet.sim.report --scenario calibrate --live DIR/fleet_live.json
 
 - `scale`: 4, 16, 64 and 256 replicas, every policy, chat / rag / groups traces with as
@@ -8,6 +8,9 @@
   the highest chat rate within the SLO for round robin, prefix and prefix+kv.
 - `hot`: one prefix takes half the traffic; how far the busiest replica is from the mean.
 - `gateways`: one gateway against two, with and without KV events.
+- `disagg`: colocated replicas against prefill and decode pools of the same size (8-256
+  replicas), on p95 TTFT and p95 inter-token gap, with the handover cost measured by
+  `bench/engine/disagg_bench.py`.
 - `calibrate`: the live fleet bench's own trace and rates (`bench/fleet/live.py`'s JSON) on
   three simulated replicas, side by side with what the live run measured.
 """
@@ -130,6 +133,104 @@ def gateways(out: dict, duration_s: float) -> None:
     out["gateways"] = rows
 
 
+DISAGG_SIZES = (8, 32, 128, 256)
+DISAGG_SHARES = (0.0, 0.25, 0.5, 0.75)  # of the replicas in the prefill pool; 0: colocated
+# trace name -> (workload, documents or apps per replica): `rag-cold` has 64 documents per
+# replica, so most prompts are read cold (1,000-2,000 tokens each)
+DISAGG_TRACES = {"chat": ("chat", None), "rag": ("rag", None), "rag-cold": ("rag", 64)}
+# a handed block's cost, measured by `python -m bench.engine.disagg_bench --pin` on this
+# machine (2026-12-02 07:31-07:37; loopback TCP, one torch thread per engine): fetch and
+# load 0.46 ms a block (368,640 bytes), of which loading it into the pool on the step
+# thread 0.07-0.11 ms (engine/kv_handover.py's import_blocks, 124 blocks in 9-14 ms)
+HANDOVER_BLOCK_S = 0.00046
+IMPORT_BLOCK_S = 0.0001
+
+
+def disagg(out: dict, duration_s: float, slo_ms: float, itl_slo_ms: float,
+           handover_block_s: float = HANDOVER_BLOCK_S,
+           import_block_s: float = IMPORT_BLOCK_S) -> None:
+    """Colocated replicas against the same number split into prefill and decode pools
+    (a quarter, half or three quarters of them prefill), 8 to 256 replicas, the chat, rag
+    and rag-cold traces with 128-token answers, at the usual per-replica rate and twice
+    it; each run against the TTFT and inter-token SLOs (p95), and a verdict per trace,
+    fleet and load."""
+    rows: list[dict] = []
+    for trace_name, (workload, per_replica) in DISAGG_TRACES.items():
+        for n in DISAGG_SIZES:
+            for load in (1.0, 2.0):
+                for share in DISAGG_SHARES:
+                    config = base_config(workload, n, duration_s, policy="prefix+kv",
+                                         prefill_replicas=round(n * share),
+                                         handover_block_s=handover_block_s,
+                                         import_block_s=import_block_s)
+                    config.duration_s = duration_s  # rag's longer window: too slow at 256
+                    config.rate *= load
+                    config.sizes.answer_tokens = 128
+                    if per_replica:
+                        config.sizes.groups = per_replica * n
+                    result = run(config, rows)
+                    rows[-1].update(
+                        trace=trace_name, load=load, prefill_share=share,
+                        ttft_ok=result.p95() <= slo_ms,
+                        itl_ok=result.itl_ms.get("p95", math.inf) <= itl_slo_ms)
+    out["disagg"] = {"slo_ms": slo_ms, "itl_slo_ms": itl_slo_ms,
+                     "handover_block_s": handover_block_s, "import_block_s": import_block_s,
+                     "rows": rows, "verdicts": disagg_verdicts(rows)}
+
+
+def disagg_verdicts(rows: list[dict]) -> list[dict]:
+    """Per trace, fleet size and load: which layout meets both SLOs (p95 TTFT and p95
+    inter-token gap), and by how much the best split differs from colocated."""
+    verdicts = []
+    for key in dict.fromkeys((r["trace"], r["replicas"], r["load"]) for r in rows):
+        group = [r for r in rows if (r["trace"], r["replicas"], r["load"]) == key]
+        colocated = next(r for r in group if r["prefill_share"] == 0.0)
+        splits = [r for r in group if r["prefill_share"] > 0.0]
+        passing = [r for r in splits if r["ttft_ok"] and r["itl_ok"]]
+        best = min(passing or splits, key=lambda r: (r["ttft_p95_ms"], r["itl_p95_ms"]))
+        co_ok = colocated["ttft_ok"] and colocated["itl_ok"]
+        if passing and not co_ok:
+            winner = "disaggregated"
+        elif co_ok and not passing:
+            winner = "colocated"
+        elif co_ok:
+            winner = "both meet the SLOs"
+        else:
+            winner = "neither meets the SLOs"
+        verdicts.append({"trace": key[0], "replicas": key[1], "load": key[2],
+                         "winner": winner, "best_prefill_share": best["prefill_share"],
+                         "lower_ttft": _lowest(group, "ttft_p95_ms"),
+                         "lower_itl": _lowest(group, "itl_p95_ms"),
+                         "ttft_p95_ms": (colocated["ttft_p95_ms"], best["ttft_p95_ms"]),
+                         "itl_p95_ms": (colocated["itl_p95_ms"], best["itl_p95_ms"])})
+    return verdicts
+
+
+def _lowest(group: list[dict], key: str) -> str:
+    """The layout with the lowest `key`: colocated, or the prefill share of a split."""
+    best = min(group, key=lambda r: (r[key], r["prefill_share"]))
+    return "colocated" if best["prefill_share"] == 0.0 else f"{best['prefill_share']:.0%} prefill"
+
+
+def disagg_markdown(d: dict) -> list[str]:
+    parts = ["\n| trace | replicas | load | " + " | ".join(
+        "colocated" if s == 0 else f"{s:.0%} prefill" for s in DISAGG_SHARES)
+        + f" | meets TTFT p95 <= {d['slo_ms']:g} ms and inter-token p95 <= "
+        f"{d['itl_slo_ms']:g} ms | lowest p95 TTFT | lowest p95 inter-token |",
+        "|---|---|---|" + "---|" * (len(DISAGG_SHARES) + 3)]
+    verdicts = {(v["trace"], v["replicas"], v["load"]): v for v in d["verdicts"]}
+    for key, v in verdicts.items():
+        cells = {r["prefill_share"]: f"{r['ttft_p95_ms']:g} / {r['itl_p95_ms']:g}"
+                 for r in d["rows"] if (r["trace"], r["replicas"], r["load"]) == key}
+        winner = v["winner"]
+        if winner == "disaggregated":
+            winner += f" ({v['best_prefill_share']:.0%} prefill)"
+        parts.append(f"| {key[0]} | {key[1]} | {key[2]:g}x | "
+                     + " | ".join(cells.get(s, "") for s in DISAGG_SHARES)
+                     + f" | {winner} | {v['lower_ttft']} | {v['lower_itl']} |")
+    return parts
+
+
 def markdown(out: dict) -> str:
     """The scenarios' rows as Markdown tables: p95 TTFT (ms) / prefix-cache hit ratio."""
     parts = []
@@ -157,15 +258,22 @@ def markdown(out: dict) -> str:
                              f"{r['ttft_p95_ms']:g} | {r['hit_ratio']:.3f} | "
                              f"{r['busy_max_over_mean']:.2f} | {r['served_max_over_mean']:.2f} | "
                              f"{r['held_max_over_mean']:.2f} | {r['utilization']:.2f} |")
+    if out.get("disagg"):
+        parts += disagg_markdown(out["disagg"])
     return "\n".join(parts) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Fleet simulator scenarios")
     p.add_argument("--scenario", default="all",
-                   choices=["scale", "hot", "gateways", "calibrate", "all"])
+                   choices=["scale", "hot", "gateways", "disagg", "calibrate", "all"])
     p.add_argument("--duration", type=float, default=60.0)
     p.add_argument("--slo-ms", type=float, default=700.0)
+    p.add_argument("--itl-slo-ms", type=float, default=50.0,
+                   help="disagg: the inter-token SLO (p95 gap between answer tokens)")
+    p.add_argument("--handover-block-ms", type=float, default=HANDOVER_BLOCK_S * 1000,
+                   help="disagg: ms to hand a decode replica one KV block (bench/engine/"
+                        "disagg_bench.py measures it)")
     p.add_argument("--live", help="calibrate: the live fleet bench's JSON")
     p.add_argument("--costs", help="calibrate: step costs measured by bench.fleet.sim.calibrate "
                                    "(its --out JSON; default: StepCosts' defaults)")
@@ -185,6 +293,9 @@ def main(argv: list[str] | None = None) -> None:
         hot(out, args.duration)
     if args.scenario in ("gateways", "all"):
         gateways(out, args.duration)
+    if args.scenario in ("disagg", "all"):
+        disagg(out, args.duration, args.slo_ms, args.itl_slo_ms,
+               args.handover_block_ms / 1000)
     if args.scenario == "calibrate":
         costs = StepCosts()
         if args.costs:

@@ -11,6 +11,15 @@ fixed `overhead_s` for the gateway, HTTP and detokenising. With `cores`, the rep
 that many cores (as three one-thread replicas share this machine's two): a step lasts
 longer by the number of replicas stepping over `cores`, when that is above one.
 
+With `prefill_replicas`, the fleet is split as a gateway with `prefill_endpoints` splits
+it: each request is read by a prefill replica (picked among those, `max_tokens: 1`), then,
+after the handover (`handover_block_s` a block the decode replica lacks, and the gateway's
+second hop, `overhead_s`), decoded by a decode replica that computes only the prompt past
+its last full block before the last token and loads the handed blocks on its step thread
+(`import_block_s` a block, added to its next step). TTFT is then the decode replica's first
+token; the inter-token gaps (`itl_ms`) are those of the answer's tokens wherever they are
+written.
+
 Policies: random, round_robin, least_loaded, session, prefix (the gateway's own record of
 what it sent where), prefix+kv (the same with KV events). Scenarios and the calibration
 against live runs: `bench/fleet/sim/report.py`.
@@ -63,6 +72,11 @@ class SimConfig:
     sizes: TraceSizes = field(default_factory=TraceSizes)
     live_sizes: WorkloadSizes | None = None  # chat_live: the live run's workload sizes
     picker: PickerSettings | None = None
+    # prefill/decode disaggregation: the first `prefill_replicas` read prompts (max_tokens 1),
+    # the rest decode from the handed blocks; 0: every replica does both (colocated)
+    prefill_replicas: int = 0
+    handover_block_s: float = 0.0  # seconds to hand a decode replica one block (fetch + load)
+    import_block_s: float = 0.0  # of which its step thread spends loading it
 
 
 @dataclass
@@ -76,6 +90,7 @@ class SimResult:
     held_max_over_mean: float  # requests held (queued or running) on average over the run
     utilization: float  # the replicas' mean share of the run spent stepping
     unfinished: int
+    itl_ms: dict[str, float] = field(default_factory=dict)  # gaps between answer tokens
 
     def p95(self) -> float:
         return self.ttft_ms["p95"]
@@ -90,7 +105,9 @@ class SimResult:
                 "served_max_over_mean": round(self.served_max_over_mean, 3),
                 "held_max_over_mean": round(self.held_max_over_mean, 3),
                 "utilization": round(self.utilization, 3),
-                "unfinished": self.unfinished}
+                "unfinished": self.unfinished,
+                **{f"itl_{k}_ms": v for k, v in self.itl_ms.items()},
+                **({"prefill_replicas": c.prefill_replicas} if c.prefill_replicas else {})}
 
 
 class _Gateway:
@@ -114,6 +131,9 @@ class _Record:
     ttft_s: float | None = None
     cached: int = 0  # prompt tokens the replica had cached
     prompt: int = 0
+    gaps: list[float] = field(default_factory=list)  # between the answer's tokens
+    prefilling_at: str | None = None  # disaggregated: the prefill replica reading it
+    decode: SimRequest | None = None  # disaggregated: the request the decode pool gets
 
 
 class FleetSim:
@@ -125,6 +145,12 @@ class FleetSim:
         self.c = config
         self.rng = random.Random(f"sim:{config.seed}")
         self.names = [f"r{i:03d}" for i in range(config.replicas)]
+        split = config.prefill_replicas
+        if not 0 <= split < config.replicas:
+            raise ValueError(f"prefill_replicas {split} must leave decode replicas of "
+                             f"{config.replicas}")
+        self.prefill_names, self.decode_names = (self.names[:split], self.names[split:]) \
+            if split else ([], self.names)
         if after is None:
             self.replicas = {n: SimReplica(n, config.costs, config.capacity_blocks,
                                            config.block_size, config.max_num_seqs, config.budget)
@@ -203,7 +229,8 @@ class FleetSim:
         keys = _extend(known, prompt, c.block_size)
         gateway = self.gateways[self.rng.randrange(len(self.gateways))]
         sid = session.id if len(session.turns) > 1 else None
-        pick = gateway.picker.pick(self.names, gateway.tracker.loads, keys=keys,
+        pool = self.prefill_names or self.decode_names
+        pick = gateway.picker.pick(pool, gateway.tracker.loads, keys=keys,
                                    prompt_tokens=len(prompt), session_id=sid)
         gateway.picker.record(pick, keys, sid)
         ticket = gateway.tracker.sent(pick.endpoint, pick.new_tokens)
@@ -215,10 +242,41 @@ class FleetSim:
         if len(session.turns) > 1 and answer_tokens is None:
             self._known[session.id] = answer_keys  # the next turn's prompt starts so
         request = SimRequest(keys, answer_keys, len(prompt), n_answer, self.now, record)
-        replica = self.replicas[pick.endpoint]
+        if self.prefill_names:  # read there first (max_tokens 1), then decoded
+            record.decode, record.prefilling_at = request, pick.endpoint
+            request = SimRequest(keys, keys, len(prompt), 1, self.now, record)
+        self._submit(self.replicas[pick.endpoint], request)
+
+    def _submit(self, replica: SimReplica, request: SimRequest) -> None:
         replica.submit(request, self.now)
         if not replica.stepping:
             self._step(replica)
+
+    def _hand_over(self, record: _Record) -> None:
+        """A prefill replica has read `record`'s prompt: pick a decode replica, which gets
+        the request once the blocks it lacks are handed over (and loads them between two
+        of its steps)."""
+        c, request = self.c, record.decode
+        gateway, sid = record.gateway, record.session.id if len(record.session.turns) > 1 \
+            else None
+        pick = gateway.picker.pick(self.decode_names, gateway.tracker.loads, keys=request.keys,
+                                   prompt_tokens=request.prompt_tokens, session_id=sid)
+        gateway.picker.record(pick, request.keys, sid)
+        record.ticket = gateway.tracker.sent(pick.endpoint, pick.new_tokens)
+        replica = self.replicas[pick.endpoint]
+        request.handed = (request.prompt_tokens - 1) // c.block_size
+        held = 0
+        for key in request.keys[:request.handed]:
+            if key not in replica.cache:
+                break
+            held += 1
+        fetched = request.handed - held
+
+        def arrive() -> None:
+            replica.extra_s += fetched * c.import_block_s
+            self._submit(replica, request)
+
+        self.at(self.now + c.overhead_s + fetched * c.handover_block_s, arrive)
 
     def _step(self, replica: SimReplica) -> None:
         chosen, duration = replica.plan()
@@ -238,12 +296,21 @@ class FleetSim:
         result = replica.finish_step(chosen, self.now, duration)
         for request in result.first_tokens:
             record: _Record = request.payload
-            record.ttft_s = self.now - request.arrival + self.c.overhead_s
             record.gateway.tracker.first_token(record.ticket)
-            record.cached, record.prompt = request.cached_tokens, request.prompt_tokens
+            if record.decode is None or record.decode is not request:
+                # the hit ratio counts the replica that read the prompt (a decode replica's
+                # handed blocks are no hit)
+                record.cached, record.prompt = request.cached_tokens, request.prompt_tokens
+            if record.decode is not None and record.decode is not request:
+                continue  # the prefill's own token: the client's first comes from decode
+            record.ttft_s = self.now - request.arrival + self.c.overhead_s
         for request in result.finished:
             record = request.payload
             record.gateway.tracker.finished(record.ticket)
+            if record.decode is not None and record.decode is not request:
+                self._hand_over(record)
+                continue
+            record.gaps = request.gaps
             session = record.session
             if record.turn == len(session.answers):
                 session.answers.append(record.answer)
@@ -289,12 +356,14 @@ class FleetSim:
         for r in self.replicas.values():
             r.note(self.now)
         held = [r.held_area for r in self.replicas.values()]
+        gaps = [g for r in measured for g in r.gaps]
         return SimResult(
             self.c, len(measured),
             {f"p{p}": _ms(percentile(ttfts, p)) for p in (50, 95, 99)},
             cached / prompt if prompt else 0.0, _max_over_mean(busy), _max_over_mean(served),
             _max_over_mean(held), sum(busy) / len(busy) / max(self.now, 1e-9),
-            sum(r.ttft_s is None for r in measured))
+            sum(r.ttft_s is None for r in measured),
+            {f"p{p}": _ms(percentile(gaps, p)) for p in (50, 95, 99)} if gaps else {})
 
 
 def _extend(known: list[int], tokens: list[int], block_size: int) -> list[int]:
