@@ -68,7 +68,8 @@ class BlockServer:
         return self
 
     def close(self) -> None:
-        self._server.shutdown()
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()
 
     def _serve(self, rfile, connection: socket.socket) -> None:

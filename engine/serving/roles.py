@@ -31,6 +31,8 @@ def check_role(args: argparse.Namespace) -> None:
             raise ValueError(f"--{flag.replace('_', '-')} applies to --role prefill only")
     if args.kv_transfer_port is not None and not 0 <= args.kv_transfer_port < 65536:
         raise ValueError(f"--kv-transfer-port {args.kv_transfer_port} is not a port (0-65535)")
+    if args.kv_transfer_port and args.kv_transfer_port == args.port:
+        raise ValueError(f"--kv-transfer-port {args.port} is the engine's own --port")
 
 
 def advertised_host(bind_host: str) -> str:
@@ -38,6 +40,19 @@ def advertised_host(bind_host: str) -> str:
     if bind_host in ("0.0.0.0", "::", ""):
         return socket.gethostbyname(socket.gethostname())
     return bind_host
+
+
+def bind_block_server(host: str, port: int, layout: BlockLayout, export, http_port: int,
+                      tries: int = 8) -> BlockServer:
+    """The block server on `port`, started; port 0: any free port but `http_port`, which
+    the engine binds only later and which the kernel may hand out meanwhile (it was free
+    a moment ago, when whoever started the engine chose it)."""
+    for _ in range(tries):
+        server = BlockServer(host, port, layout, export)
+        if port or server.port != http_port:
+            return server.start()
+        server.close()
+    raise ValueError(f"no free port for the KV block server beside --port {http_port}")
 
 
 def start_kv_transfer(engine: AsyncEngine, args: argparse.Namespace
@@ -52,8 +67,8 @@ def start_kv_transfer(engine: AsyncEngine, args: argparse.Namespace
     def export(hashes: list[int]) -> tuple[int, bytearray]:
         return engine.executor.submit(transfer.export, hashes).result(EXPORT_TIMEOUT_S)
 
-    server = BlockServer(args.host, args.kv_transfer_port or 0,
-                         BlockLayout.of(engine.engine.runner.kv_cache), export).start()
+    server = bind_block_server(args.host, args.kv_transfer_port or 0,
+                               BlockLayout.of(engine.engine.runner.kv_cache), export, args.port)
     transfer.host = args.kv_transfer_host or advertised_host(args.host)
     transfer.port = server.port
     return transfer, server

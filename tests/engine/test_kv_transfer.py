@@ -16,6 +16,7 @@ import httpx
 import openai
 import pytest
 
+from engine.serving import roles
 from tests.support.processes import REPO, ServerProcess, free_port, headstart_cmd
 
 MODEL = "smollm2-135m-instruct"
@@ -183,6 +184,8 @@ def test_params_that_ask_for_no_handover_change_nothing(engines) -> None:
      "--kv-transfer-port applies to --role prefill only"),
     (["--role", "prefill", "--kv-transfer-port", "70000"],
      "--kv-transfer-port 70000 is not a port"),
+    (["--role", "prefill", "--port", "5600", "--kv-transfer-port", "5600"],
+     "--kv-transfer-port 5600 is the engine's own --port"),
 ])
 def test_bad_role_flags_stop_the_command(flags, message) -> None:
     done = subprocess.run(headstart_cmd("engine", *flags), capture_output=True, text=True,
@@ -195,3 +198,28 @@ def test_an_unknown_role_is_refused_by_the_parser() -> None:
     done = subprocess.run(headstart_cmd("engine", "--role", "encode"), capture_output=True,
                           text=True, timeout=120, cwd=REPO)
     assert done.returncode == 2 and "invalid choice: 'encode'" in done.stderr
+
+
+def test_the_block_server_never_takes_the_engines_own_port(monkeypatch) -> None:
+    """The engine binds its HTTP port after the block server binds port 0, and the kernel
+    may hand the block server that port (free a moment ago, when it was chosen)."""
+    ports, made = iter([5600, 5600, 5601]), []
+
+    class ScriptedServer:
+        def __init__(self, host, port, layout, export) -> None:
+            self.port, self.started, self.closed = next(ports), False, False
+            made.append(self)
+
+        def start(self):
+            self.started = True
+            return self
+
+        def close(self) -> None:
+            self.closed = True
+
+    monkeypatch.setattr(roles, "BlockServer", ScriptedServer)
+    server = roles.bind_block_server("127.0.0.1", 0, None, None, http_port=5600)
+    assert server.port == 5601 and server.started
+    assert [(s.started, s.closed) for s in made] == [(False, True), (False, True), (True, False)]
+    with pytest.raises(ValueError, match="no free port for the KV block server"):
+        roles.bind_block_server("127.0.0.1", 0, None, None, http_port=5600, tries=0)
