@@ -16,7 +16,11 @@ import httpx
 import openai
 import pytest
 
+from engine.async_engine import AsyncEngine
+from engine.config import EngineConfig
 from engine.serving import roles
+from engine.serving.openai_engine import OpenAIEngine
+from openai_api import APIError, ChatCompletionRequest
 from tests.support.processes import REPO, ServerProcess, free_port, headstart_cmd
 
 MODEL = "smollm2-135m-instruct"
@@ -223,3 +227,17 @@ def test_the_block_server_never_takes_the_engines_own_port(monkeypatch) -> None:
     assert [(s.started, s.closed) for s in made] == [(False, True), (False, True), (True, False)]
     with pytest.raises(ValueError, match="no free port for the KV block server"):
         roles.bind_block_server("127.0.0.1", 0, None, None, http_port=5600, tries=0)
+
+
+async def test_the_engine_in_a_gateways_process_refuses_a_handover(smollm_bf16) -> None:
+    """`kind: engine` upstreams call OpenAIEngine.stream without a handover: role `both`."""
+    engine = AsyncEngine(EngineConfig(num_kv_blocks=64), loaded=tuple(smollm_bf16))
+    request = ChatCompletionRequest.model_validate({
+        "model": MODEL, "messages": [{"role": "user", "content": "Hi."}], "max_tokens": 2,
+        "kv_transfer_params": {"do_remote_decode": True}})
+    try:
+        with pytest.raises(APIError) as e:
+            await anext(OpenAIEngine(engine).stream(request))
+        assert (e.value.status, e.value.param) == (400, "kv_transfer_params")
+    finally:
+        await engine.shutdown()
