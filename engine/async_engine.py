@@ -40,10 +40,6 @@ class AsyncEngine:
     """Serves many concurrent `generate` calls from one LLMEngine on one thread."""
 
     def __init__(self, config: EngineConfig, loaded: LoadedModel | None = None) -> None:
-        self.engine = LLMEngine(config, loaded)
-        self.tokenizer = self.engine.tokenizer
-        self.model_name = self.engine.model_name
-        self.max_model_len = self.engine.max_model_len
         self._streams: dict[str, _Stream] = {}
         # new sequences, request ids to abort, or other torch work to run between steps
         self._inbox: deque[Sequence | str | StepJob] = deque()
@@ -54,6 +50,14 @@ class AsyncEngine:
         #: runs a call on the step thread between steps (see engine/step_executor.py)
         self.executor = StepThreadExecutor(self._post, self._ensure_thread)
         self.meter = StepMeter()  # measured step costs, for `expected_wait_s`
+        # made on the step thread, so that the model's load and every step run on one
+        # OpenMP team: once a second thread has run a parallel region, libgomp counts more
+        # threads than cores and barely spins between regions, and a two-thread decode step
+        # took 16-17 ms instead of 6 (OMP_NUM_THREADS=2, 2 cores)
+        self.engine: LLMEngine = self.executor.submit(self._build, config, loaded).result()
+        self.tokenizer = self.engine.tokenizer
+        self.model_name = self.engine.model_name
+        self.max_model_len = self.engine.max_model_len
 
     async def generate(self, prompt: str | list[int], params: SamplingParams, *,
                        request_id: str | None = None,
@@ -145,7 +149,22 @@ class AsyncEngine:
                                                 daemon=True)
                 self._thread.start()
 
+    def _build(self, config: EngineConfig, loaded: LoadedModel | None) -> LLMEngine:
+        """The engine, made on the step thread (the first job `__init__` posts)."""
+        try:
+            self.engine = LLMEngine(config, loaded)
+        except BaseException:
+            self._stopping = True  # the loop ends: there is nothing to step
+            raise
+        return self.engine
+
     def _run(self) -> None:
+        while not hasattr(self, "engine"):  # the first job builds it (`_build`)
+            self._wake.wait()
+            self._wake.clear()
+            self._drain_inbox()
+            if self._stopping:
+                return
         # llguidance's vocabulary is built on a thread of its own when the engine is made and
         # holds the GIL for ~0.4 s: no step runs (or is measured) beside it
         self.engine.grammars.vocabulary.exception()

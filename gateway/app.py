@@ -88,6 +88,9 @@ async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
     config: GatewayConfig = state.config
     engine_up = config.engine_upstream()
     state.engine = await asyncio.to_thread(load_engine, engine_up) if engine_up else None
+    # before any other model loads: the embedder's and the scorer's torch work runs on the
+    # engine's step thread too, one OpenMP team in the process (engine/async_engine.py)
+    unshare = share_step_thread(state.engine)
     served = OpenAIEngine(state.engine) if state.engine is not None else None
     if served is not None:  # the engine's own series on the gateway's /metrics
         state.metrics.watch_engine(served.metrics.registry)
@@ -105,7 +108,6 @@ async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
     state.transforms = TransformStage(config, caller, state.engine)
     state.pipeline = Pipeline(state.cache, state.transforms, caller, state.metrics)
     app.generation.pipeline = state.pipeline
-    unshare = share_step_thread(state.engine)
     history = state.dashboard.sampler.start()  # the page's last 15 minutes, a sample a second
     # the startup heap (torch, weights, config) leaves the collector's scans: a full
     # collection over it takes tens of ms, a latency spike for whichever request waits

@@ -10,7 +10,6 @@ judge queue (gateway/judge_queue.py) once the answer is written and its store sc
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING
@@ -82,7 +81,8 @@ class CacheStage:
             return cls(None, config)  # caching off everywhere: no store, no model
         cache = await ResponseCache.open(config.redis)
         if any(r.cache.semantic.enabled for r in config.routes):
-            await asyncio.to_thread(cache.semantic.embedder.embed_sync, ["warm up"])
+            embedder = cache.semantic.embedder  # loads where it will encode (its `run`)
+            await embedder.run(embedder.embed_sync, ["warm up"])
         return cls(cache, config)
 
     def start_judging(self, caller: UpstreamCaller) -> None:

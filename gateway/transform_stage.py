@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from engine import EngineModelScorer
@@ -214,9 +215,11 @@ class TransformStage:
             up = self.config.engine_upstream()
             # on a CPU it scores between the engine's steps (see app.share_step_thread)
             shared = self.engine is not None and self.engine.on_cpu
-            self._scorer = await asyncio.to_thread(
-                EngineModelScorer, up.path if up else None,
-                executor=self.engine.executor if shared else None)
+            executor = self.engine.executor if shared else None
+            loop = asyncio.get_running_loop()  # loaded where it will score
+            self._scorer = await loop.run_in_executor(
+                executor, partial(EngineModelScorer, up.path if up else None,
+                                  executor=executor))
         return self._scorer
 
 

@@ -121,3 +121,43 @@ async def test_session_and_stats(engine: AsyncEngine) -> None:
     assert after.prompt_tokens_total > before.prompt_tokens_total
     assert after.cached_tokens_total - before.cached_tokens_total >= again[0].cached_tokens
     assert after.kv_blocks_cached > 0 and after.kv_blocks_total == 64
+
+
+def test_the_engine_is_made_on_its_step_thread(smollm_fp32, monkeypatch) -> None:
+    """The model's load and every step on one thread: a second thread's OpenMP team makes
+    libgomp stop spinning between parallel regions (engine/async_engine.py)."""
+    import threading
+
+    from engine import async_engine
+
+    made_on = []
+
+    class Recording(async_engine.LLMEngine):
+        def __init__(self, *args, **kwargs) -> None:
+            made_on.append(threading.get_ident())
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(async_engine, "LLMEngine", Recording)
+    eng = AsyncEngine(EngineConfig(dtype="float32", num_kv_blocks=16), loaded=tuple(smollm_fp32))
+    try:
+        step_thread = eng.executor.submit(threading.get_ident).result()
+        assert made_on == [step_thread] and step_thread != threading.get_ident()
+    finally:
+        asyncio.run(eng.shutdown())
+
+
+def test_an_engine_that_cannot_be_made_raises_and_leaves_no_loop(tmp_path) -> None:
+    import threading
+    import time
+
+    def loops() -> int:
+        return sum(t.name == "engine-step-loop" for t in threading.enumerate())
+
+    before = loops()
+    with pytest.raises(Exception, match="missing.gguf"):
+        AsyncEngine(EngineConfig(model=str(tmp_path / "missing.gguf")))
+    for _ in range(100):
+        if loops() == before:
+            break
+        time.sleep(0.01)
+    assert loops() == before
