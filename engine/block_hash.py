@@ -24,3 +24,12 @@ def salt_root(cache_salt: str | None) -> int | None:
         return None
     return int.from_bytes(hashlib.blake2b(b"cache_salt:" + cache_salt.encode(),
                                           digest_size=16).digest(), "little")
+
+
+def extend_block_hashes(hashes: list[int], token_ids: Seq[int], block_size: int,
+                        cache_salt: str | None) -> list[int]:
+    """Extend `hashes` (the chain so far) to cover every full block of `token_ids`."""
+    for i in range(len(hashes), len(token_ids) // block_size):
+        parent = hashes[i - 1] if i else salt_root(cache_salt)
+        hashes.append(hash_block(parent, token_ids[i * block_size:(i + 1) * block_size]))
+    return hashes

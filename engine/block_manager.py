@@ -24,7 +24,7 @@ from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine.block_hash import hash_block, salt_root
+from engine.block_hash import extend_block_hashes, hash_block, salt_root
 from engine.kv_tier import SecondTier
 from engine.sequence import Sequence
 
@@ -88,11 +88,8 @@ class KVCacheManager:
 
     def compute_block_hashes(self, seq: Sequence) -> list[int]:
         """Extend `seq.block_hashes` to cover every full block of its tokens."""
-        bs = self.block_size
-        for i in range(len(seq.block_hashes), seq.num_tokens // bs):
-            parent = seq.block_hashes[i - 1] if i else salt_root(seq.cache_salt)
-            seq.block_hashes.append(hash_block(parent, seq.token_ids[i * bs:(i + 1) * bs]))
-        return seq.block_hashes
+        return extend_block_hashes(seq.block_hashes, seq.token_ids, self.block_size,
+                                   seq.cache_salt)
 
     def find_cached_prefix(self, seq: Sequence) -> list[int | None]:
         """The longest cached prefix of `seq`, leaving >= 1 token to compute: per block, the
@@ -178,22 +175,7 @@ class KVCacheManager:
     def free(self, seq: Sequence) -> None:
         """Release every block of `seq`; registered ones stay reusable until evicted."""
         for block_id in reversed(seq.block_table):  # tail first: evicted before the prefix
-            block = self.blocks[block_id]
-            block.ref_count -= 1
-            assert block.ref_count >= 0, f"block {block_id} released more often than taken"
-            if block.ref_count > 0:
-                continue
-            if block.block_hash is None:
-                self.free_ids.append(block_id)
-                continue
-            if seq.session_id is not None:
-                block.session_id = seq.session_id
-            elif block.session_id is not None and not self._session_live(block.session_id):
-                block.session_id = None  # its session went idle: an ordinary cached block now
-            if block.session_id is not None:
-                self.session_evictable[block_id] = None
-            else:
-                self.evictable[block_id] = None
+            self._release(block_id, seq.session_id)
         seq.block_table = []
         seq.num_computed_tokens = 0
         seq.num_committed_blocks = 0
@@ -232,11 +214,7 @@ class KVCacheManager:
             if self.events is not None:
                 self.events.block_stored(seq, i)
         for block_id in [*reversed([b for _, b in taken]), *reversed(held)]:
-            block = self.blocks[block_id]
-            block.ref_count -= 1
-            if block.ref_count == 0:
-                queue = self.session_evictable if block.session_id else self.evictable
-                queue[block_id] = None
+            self._release(block_id, None)
         return taken
 
     def touch_session(self, session_id: str) -> None:
@@ -294,6 +272,27 @@ class KVCacheManager:
             self.tier.reload(block_hash, block.block_id)
             if self.events is not None:
                 self.events.block_stored(seq, i)
+
+    def _release(self, block_id: int, session_id: str | None) -> None:
+        """Drop one reference; a block nobody holds goes back to the free list (nothing
+        reusable) or to an eviction queue, the sessions' while `session_id` (or its own,
+        still live) holds it."""
+        block = self.blocks[block_id]
+        block.ref_count -= 1
+        assert block.ref_count >= 0, f"block {block_id} released more often than taken"
+        if block.ref_count > 0:
+            return
+        if block.block_hash is None:
+            self.free_ids.append(block_id)
+            return
+        if session_id is not None:
+            block.session_id = session_id
+        elif block.session_id is not None and not self._session_live(block.session_id):
+            block.session_id = None  # its session went idle: an ordinary cached block now
+        if block.session_id is not None:
+            self.session_evictable[block_id] = None
+        else:
+            self.evictable[block_id] = None
 
     def _acquire(self, block_id: int) -> None:
         block = self.blocks[block_id]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from engine.block_hash import hash_block, salt_root
+from engine.block_hash import extend_block_hashes
 from engine.kv_tier_store import SlotStore
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
@@ -83,22 +83,8 @@ def prompt_sequence(token_ids: Seq[int], block_size: int,
     events. Holds no blocks; never scheduled."""
     seq = Sequence("handover", list(token_ids), SamplingParams())
     seq.cache_salt = cache_salt
-    parent = salt_root(cache_salt)
-    for i in range(len(token_ids) // block_size):
-        parent = hash_block(parent, token_ids[i * block_size:(i + 1) * block_size])
-        seq.block_hashes.append(parent)
+    extend_block_hashes(seq.block_hashes, seq.token_ids, block_size, cache_salt)
     return seq
-
-
-def held_here(llm: LLMEngine, hashes: Seq[int]) -> int:
-    """How many leading `hashes` this engine holds (pool or second tier): those need no
-    handover. Read off the step thread it may be stale; the import checks again."""
-    held = 0
-    for h in hashes:
-        if h not in llm.kv.hash_to_block and (llm.tier is None or h not in llm.tier):
-            break
-        held += 1
-    return held
 
 
 def export_blocks(llm: LLMEngine, hashes: Seq[int]) -> tuple[int, bytearray]:

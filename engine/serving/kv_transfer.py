@@ -31,7 +31,6 @@ from engine.kv_handover import (
     HandoverError,
     HandoverStats,
     export_blocks,
-    held_here,
     import_blocks,
     prompt_sequence,
 )
@@ -152,7 +151,9 @@ class Handover:
         matched = 0  # the blocks both name alike, from the first
         while matched < min(len(usable), len(remote)) and usable[matched] == remote[matched]:
             matched += 1
-        first = held_here(llm, usable[:matched])
+        # held here (pool or second tier) need no handover; read off the step thread this
+        # may be stale, and the import checks again
+        first = min(len(llm.kv.find_cached_prefix(seq)), matched)
         if first >= matched:
             return
         loop = asyncio.get_running_loop()
