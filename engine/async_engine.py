@@ -23,7 +23,7 @@ from engine.llm_engine import LLMEngine, LoadedModel
 from engine.outputs import EngineStats, GenerationDelta
 from engine.priority import ahead_of, check_priority
 from engine.sampling_params import SamplingParams
-from engine.sequence import Sequence
+from engine.sequence import HandedPrompt, Sequence
 from engine.step_executor import StepJob, StepThreadExecutor
 from engine.wait_estimate import StepMeter, expected_wait_s
 
@@ -63,17 +63,21 @@ class AsyncEngine:
                        request_id: str | None = None,
                        session_id: str | None = None,
                        cache_salt: str | None = None,
-                       priority: int = 0) -> AsyncIterator[GenerationDelta]:
+                       priority: int = 0, handed: HandedPrompt | None = None,
+                       keeps_tail: bool = False) -> AsyncIterator[GenerationDelta]:
         """Stream the deltas of one request; raises InvalidRequest before queueing bad input.
         `cache_salt` (vLLM's field) keys the request's KV blocks: only requests with the same
         salt share cached prefixes. `priority` (vLLM's: lower first) orders requests under
-        the priority scheduling policy; under fcfs only 0 is accepted."""
+        the priority scheduling policy; under fcfs only 0 is accepted. `handed` and
+        `keeps_tail` are the request's part in a prefill/decode handover
+        (`Sequence.handed`, `Sequence.keeps_tail`)."""
         if cache_salt is not None and (not isinstance(cache_salt, str) or not cache_salt):
             raise InvalidRequest("cache_salt must be a non-empty string", "cache_salt")
         priority = check_priority(priority, self.engine.config.scheduling_policy)
         seq = self.engine.make_sequence(prompt, params, request_id, session_id)
         seq.cache_salt = cache_salt
         seq.priority = priority
+        seq.handed, seq.keeps_tail = handed, keeps_tail
         if seq.request_id in self._streams:
             raise InvalidRequest(f"request id {seq.request_id!r} is already running", "request_id")
         stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
@@ -139,6 +143,8 @@ class AsyncEngine:
 
     def _post(self, item: Sequence | str | StepJob) -> None:
         self._inbox.append(item)
+        if isinstance(item, Sequence) and hasattr(self, "engine"):
+            self.engine.note_arrival(item.priority)  # may cut a step of worse classes short
         self._wake.set()
 
     def _ensure_thread(self) -> None:
@@ -179,7 +185,8 @@ class AsyncEngine:
                 self.meter.before([*scheduler.running, *scheduler.waiting])
                 started = time.perf_counter()
                 deltas = self.engine.step()
-                self.meter.after(time.perf_counter() - started)
+                if not self.engine.step_interrupted:  # a cut step says nothing of its cost
+                    self.meter.after(time.perf_counter() - started)
             except Exception as exc:  # a bug outside the model call: fail everyone in flight
                 log.exception("engine step loop error")
                 deltas = self._fail_all(f"{type(exc).__name__}: {exc}")
@@ -203,7 +210,8 @@ class AsyncEngine:
                 continue  # its consumer left before the request reached the engine
             else:
                 try:
-                    self.engine.add_sequence(item)
+                    for delta in self.engine.add_sequence(item):
+                        self._deliver(delta)
                 except ValueError as exc:
                     self._deliver(self._error_delta(item, str(exc)))
 

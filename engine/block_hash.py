@@ -33,3 +33,16 @@ def extend_block_hashes(hashes: list[int], token_ids: Seq[int], block_size: int,
         parent = hashes[i - 1] if i else salt_root(cache_salt)
         hashes.append(hash_block(parent, token_ids[i * block_size:(i + 1) * block_size]))
     return hashes
+
+
+def tail_hash(hashes: Seq[int], token_ids: Seq[int], block_size: int,
+              cache_salt: str | None) -> int | None:
+    """The hash of the last partial block of `token_ids` (None when they end on a block
+    boundary), chained to the full blocks' `hashes` as a full block is: what a prefill
+    engine keeps a prompt's tail under for the decode engine it hands the prompt to. Fewer
+    tokens than a block, so it never names a full block."""
+    num_full = len(token_ids) // block_size
+    if len(token_ids) == num_full * block_size:
+        return None
+    parent = hashes[num_full - 1] if num_full else salt_root(cache_salt)
+    return hash_block(parent, token_ids[num_full * block_size:])

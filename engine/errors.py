@@ -12,5 +12,10 @@ class InvalidRequest(ValueError):
         self.param = param
 
 
+class StepInterrupted(Exception):
+    """A step of worse classes stopped between two layers for a better class that arrived
+    (`LLMEngine.note_arrival`): nothing it computed counts, the next step plans again."""
+
+
 class ModelLoadError(RuntimeError):
     """A checkpoint the engine cannot read (missing file, unsupported architecture)."""

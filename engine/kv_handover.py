@@ -8,19 +8,26 @@ ones (`SlotStore`, engine/kv_tier_store.py) over a buffer of whole blocks, which
 
     prefill pool --save--> [n, layers, 2, block_size, kv_heads, head_dim] --TCP--> --load--> decode pool
 
+A prompt's last partial block is never in the prefix cache: the prefill engine keeps a copy
+of it when the request ends (`TailStore`, a few hundred at most, oldest dropped first) under
+its `tail_hash`, and serves it after the full blocks. With it and the prefill's first token
+the decode engine computes none of the prompt (`Sequence.handed`), and its answer is the
+one a single engine would have given, bit for bit.
+
 Both ends run on their engine's step thread (`AsyncEngine.executor`), between two steps, so
 no step reads a block while it is copied. Nothing here waits on the network.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from engine.block_hash import extend_block_hashes
+from engine.block_hash import extend_block_hashes, tail_hash
 from engine.kv_tier_store import SlotStore
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
@@ -87,15 +94,49 @@ def prompt_sequence(token_ids: Seq[int], block_size: int,
     return seq
 
 
-def export_blocks(llm: LLMEngine, hashes: Seq[int]) -> tuple[int, bytearray]:
+class TailStore:
+    """The last partial blocks of the prompts a prefill engine read for a decode engine, by
+    `tail_hash`, the `capacity` newest. `keep` is the engine's `LLMEngine.keep_tail`."""
+
+    def __init__(self, llm: LLMEngine, capacity: int = 256) -> None:
+        self.llm = llm
+        self.capacity = capacity
+        self.tails: OrderedDict[int, Tensor] = OrderedDict()
+
+    def keep(self, seq: Sequence) -> None:
+        """Copy the finished `seq`'s prompt tail out of the pool. Step thread."""
+        kv, prompt = self.llm.kv, seq.token_ids[:seq.num_prompt_tokens]
+        key = tail_hash(kv.compute_block_hashes(seq), prompt, kv.block_size, seq.cache_salt)
+        index = seq.num_prompt_tokens // kv.block_size
+        if key is None or seq.num_computed_tokens < seq.num_prompt_tokens \
+                or index >= len(seq.block_table):
+            return
+        self.tails[key] = self.llm.runner.kv_cache[:, :, seq.block_table[index]].clone()
+        self.tails.move_to_end(key)
+        while len(self.tails) > self.capacity:
+            self.tails.popitem(last=False)
+
+    def get(self, key: int) -> Tensor | None:
+        return self.tails.get(key)
+
+
+def export_blocks(llm: LLMEngine, hashes: Seq[int],
+                  tails: TailStore | None = None) -> tuple[int, bytearray]:
     """(count, buffer): the leading run of `hashes` the pool holds, copied out block by
-    block. Step thread."""
+    block, and then, when the run reaches the last hash and `tails` keeps it, that prompt
+    tail. Step thread."""
     block_ids = llm.kv.pool_blocks(hashes)
+    tail = None
+    if tails is not None and len(block_ids) == len(hashes) - 1:
+        tail = tails.get(hashes[-1])
+    count = len(block_ids) + (tail is not None)
     layout = BlockLayout.of(llm.runner.kv_cache)
-    buffer = bytearray(len(block_ids) * layout.bytes_per_block)
-    store = SlotStore(llm.runner.kv_cache, layout.slots(buffer, len(block_ids)))
-    store.save(block_ids, list(range(len(block_ids))))
-    return len(block_ids), buffer
+    buffer = bytearray(count * layout.bytes_per_block)
+    slots = layout.slots(buffer, count)
+    SlotStore(llm.runner.kv_cache, slots).save(block_ids, list(range(len(block_ids))))
+    if tail is not None:
+        slots[-1].copy_(tail)
+    return count, buffer
 
 
 def import_blocks(llm: LLMEngine, seq: Sequence, first: int, count: int,

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 
 from engine import logprobs
 from engine.block_manager import KVCacheManager
 from engine.config import EngineConfig
 from engine.detokenizer import IncrementalDetokenizer
-from engine.errors import InvalidRequest
+from engine.errors import InvalidRequest, StepInterrupted
 from engine.grammar import GrammarCompiler, GrammarError
-from engine.kv_tier_store import open_tier
+from engine.kv_tier_store import SlotStore, open_tier
 from engine.model import LlamaModel
 from engine.model_config import ModelConfig
 from engine.model_runner import ModelRunner
 from engine.outputs import EngineStats, GenerationDelta, RequestOutput
 from engine.sampling_params import SamplingParams
-from engine.scheduler import Scheduler
+from engine.scheduler import Scheduler, SchedulerOutput
 from engine.sequence import Sequence
 from engine.stop_checker import StopChecker
 from engine.tokenizer import Tokenizer
@@ -57,6 +58,12 @@ class LLMEngine:
         self.prompt_tokens_total = 0
         self.cached_tokens_total = 0
         self.num_steps = 0
+        self.num_interrupted_steps = 0
+        self.step_interrupted = False  # the last step stopped for a better class
+        self.best_arrival: int | None = None  # best priority posted since the step began
+        # a prefill engine's copy of a finished prompt's last partial block, for the decode
+        # engine it hands the prompt to (engine/kv_handover.py `TailStore.keep`)
+        self.keep_tail: Callable[[Sequence], None] | None = None
 
     # ------------------------------------------------------------ requests
 
@@ -89,11 +96,26 @@ class LLMEngine:
                                      params.grammar.param + exc.path) from None
         return seq
 
-    def add_sequence(self, seq: Sequence) -> None:
+    def add_sequence(self, seq: Sequence) -> list[GenerationDelta]:
+        """Queue `seq`. A prompt another engine read (`seq.handed`) comes with the token it
+        sampled first: that token's delta is returned at once (and may end the request)."""
         if seq.request_id in self.sequences:
             raise InvalidRequest(f"request id {seq.request_id!r} is already running", "request_id")
         self.sequences[seq.request_id] = seq
         self.scheduler.add(seq)
+        if seq.handed is None:
+            return []
+        seq.num_cached_tokens = self._handed_cached_tokens(seq)
+        return [self._append(seq, seq.handed.first_token)]
+
+    def _handed_cached_tokens(self, seq: Sequence) -> int:
+        """The prompt tokens a handed `seq` will not compute, as the pool holds them now
+        (its first delta reports them; admission counts again)."""
+        bs = self.kv.block_size
+        full = len(self.kv.find_cached_prefix(seq)) * bs
+        if full < seq.num_prompt_tokens - seq.num_prompt_tokens % bs:
+            return full
+        return seq.num_prompt_tokens if seq.handed.tail is not None else full
 
     def add_request(self, prompt: str | list[int], params: SamplingParams,
                     request_id: str | None = None, session_id: str | None = None) -> str:
@@ -111,16 +133,45 @@ class LLMEngine:
 
     # ------------------------------------------------------------ stepping
 
+    def note_arrival(self, priority: int) -> None:
+        """A request of `priority` is on its way in (any thread): under the priority
+        policy, a step carrying work of a worse class (and none of a better one) stops at
+        its next layer, so that the request gets the next step instead of waiting out this
+        one (`_interruption`)."""
+        if self.best_arrival is None or priority < self.best_arrival:
+            self.best_arrival = priority
+
+    def _interruption(self, out: SchedulerOutput) -> Callable[[], bool] | None:
+        """The check a step holding work of a class below the default makes between
+        layers: whether a request has arrived since the step began that ranks above some
+        of its work and below none of it (its own class's tokens in the step are computed
+        again in the next). None for any other step, which then runs uncut."""
+        if not self.scheduler.policy.by_priority:
+            return None
+        classes = [item.seq.priority for item in out.scheduled]
+        worst, best = max(classes), min(classes)
+        if worst <= 0:
+            return None
+        return lambda: (self.best_arrival is not None and self.best_arrival < worst
+                        and self.best_arrival <= best)
+
     def step(self) -> list[GenerationDelta]:
         """Schedule, run the model once, and return a delta per sequence that got a token."""
+        self.best_arrival, self.step_interrupted = None, False
         out = self.scheduler.schedule()
         if self.tier is not None:
             self.tier.flush()  # blocks evicted to the tier, or loaded back, before the run
+        for block_id, tail in out.tail_loads:  # handed prompts' last partial blocks
+            SlotStore(self.runner.kv_cache, tail).load([0], [block_id])
         if out.is_empty:
             return []
         self.num_steps += 1
         try:
-            tokens = self.runner.run(out.scheduled)
+            tokens = self.runner.run(out.scheduled, self._interruption(out))
+        except StepInterrupted:  # nothing computed counts; the next step plans again
+            self.num_interrupted_steps += 1
+            self.step_interrupted = True
+            return []
         except Exception as exc:  # fail this step's requests, keep the engine serving
             log.exception("engine step failed")
             return [self._fail(item.seq, f"{type(exc).__name__}: {exc}") for item in out.scheduled]
@@ -165,6 +216,8 @@ class LLMEngine:
         return delta
 
     def _finish(self, seq: Sequence, reason: str) -> None:
+        if seq.keeps_tail and self.keep_tail is not None and reason != "abort":
+            self.keep_tail(seq)  # before its blocks go back to the pool
         self.scheduler.finish(seq, reason)
         self.sequences.pop(seq.request_id, None)
 
@@ -204,4 +257,5 @@ class LLMEngine:
             cached_tokens_total=self.cached_tokens_total,
             num_preemptions=self.scheduler.num_preemptions,
             num_priority_preemptions=self.scheduler.num_priority_preemptions,
+            num_interrupted_steps=self.num_interrupted_steps,
             num_steps=self.num_steps, tier=None if self.tier is None else self.tier.stats())

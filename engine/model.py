@@ -7,6 +7,7 @@ and are fused here (one qkv matmul, one gate_up matmul), which pays on CPU.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -14,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from engine.attention import AttentionMetadata, AttentionPlan, paged_attention
+from engine.errors import StepInterrupted
 from engine.layers import (
     DecodeCopy,
     Linear,
@@ -122,7 +124,9 @@ class LlamaModel(nn.Module):
         return self.embed_tokens.weight.device
 
     def forward(self, input_ids: Tensor, positions: Tensor, meta: AttentionMetadata,
-                kv_cache: Tensor) -> Tensor:
+                kv_cache: Tensor, interrupted: Callable[[], bool] | None = None) -> Tensor:
+        """The step's hidden states; `interrupted`, asked between layers, stops it there
+        (StepInterrupted: the K/V it wrote is written again when the tokens are computed)."""
         x = self.embed_tokens(input_ids)
         token_queries = (fused_ops(x) is not None and self.config.head_dim % 32 == 0
                          and self.config.head_dim <= 256
@@ -132,11 +136,15 @@ class LlamaModel(nn.Module):
         plan = AttentionPlan.build(meta, kv_cache.shape[3], input_ids.device, token_queries,
                                    kernel_prefills)
         cos, sin = self.rotary.cos_sin(positions, x.dtype)
-        hidden = self._small_step_in_one_call(x, cos, sin, kv_cache, plan)
-        if hidden is not None:
-            return hidden
+        # a step that may be stopped goes layer by layer, the one call cannot stop midway
+        if interrupted is None:
+            hidden = self._small_step_in_one_call(x, cos, sin, kv_cache, plan)
+            if hidden is not None:
+                return hidden
         residual = None
         for i, layer in enumerate(self.layers):
+            if interrupted is not None and interrupted():
+                raise StepInterrupted
             x, residual = layer(x, residual, cos, sin, kv_cache[i], plan)
         return self.norm.add_forward(x, residual)[0]
 

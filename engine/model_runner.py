@@ -7,6 +7,8 @@ that does not finish its prompt just writes K/V. Device-agnostic: cpu here, cuda
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
@@ -43,10 +45,12 @@ class ModelRunner:
         self.sampler = Sampler(self.device, config.seed)
 
     @torch.inference_mode()
-    def run(self, scheduled: list[ScheduledSequence]) -> list[int]:
-        """Compute the scheduled tokens; return one sampled token per sampling sequence."""
+    def run(self, scheduled: list[ScheduledSequence],
+            interrupted: Callable[[], bool] | None = None) -> list[int]:
+        """Compute the scheduled tokens; return one sampled token per sampling sequence.
+        `interrupted` may stop the step between layers (`LlamaModel.forward`)."""
         input_ids, positions, meta, sample_rows = self.prepare(scheduled)
-        hidden = self.model(input_ids, positions, meta, self.kv_cache)
+        hidden = self.model(input_ids, positions, meta, self.kv_cache, interrupted)
         if not sample_rows:
             return []
         logits = self.model.compute_logits(hidden[sample_rows])

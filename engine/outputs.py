@@ -52,6 +52,7 @@ class EngineStats:
     cached_tokens_total: int  # prompt tokens served from the prefix cache
     num_preemptions: int = 0
     num_priority_preemptions: int = 0  # of them, a better class taking a slot or blocks
+    num_interrupted_steps: int = 0  # steps stopped between layers for a better class
     num_steps: int = 0
     tier: TierStats | None = None  # the second KV tier (`kv_offload_mb`), if any
 

@@ -31,9 +31,10 @@ from collections.abc import Iterable, Iterator
 from engine.config import POLICIES
 from engine.errors import InvalidRequest
 from engine.sequence import Sequence, SequenceStatus
+from engine.step_plan import StepPlan
 
 PRIORITY_RANGE = (-(2 ** 31), 2 ** 31 - 1)  # an int32, as vLLM's
-LOW_CLASS_SHARE = 8  # a class below the default reads at most 1/8 of a step's budget
+LOW_CLASS_SHARE = 4  # classes below the default read at most 1/4 of a step's budget
 
 
 def check_priority(priority: object, policy: str) -> int:
@@ -96,14 +97,12 @@ class SchedulingPolicy:
             return None
         return min((*running, *waiting), key=lambda s: s.arrival_time, default=None)
 
-    def chunk_cap(self, seq: Sequence, cap: int, budget: int) -> int:
-        """The most prompt tokens `seq` reads in one step: a class below the default
-        (priority > 0) reads at most 1/LOW_CLASS_SHARE of the step budget under `priority`,
-        so a default-class request arriving mid-step waits for a short step, not a long
-        chunk of batch work (its own step then carries no batch prompt at all)."""
-        if not self.by_priority or seq.priority <= 0:
-            return cap
-        return min(cap, max(1, budget // LOW_CLASS_SHARE))
+    def low_class_tokens(self, budget: int) -> int:
+        """The most prompt tokens the classes below the default (priority > 0) read in one
+        step together under `priority`: 1/LOW_CLASS_SHARE of the budget, so a request of the
+        default class arriving mid-step waits for a short step, not a long chunk of batch
+        work (its own step then carries no batch prompt at all)."""
+        return max(1, budget // LOW_CLASS_SHARE) if self.by_priority else budget
 
     def may_top_up(self, seq: Sequence) -> bool:
         """Whether `seq` may take budget left over at the end of a step."""
@@ -115,6 +114,54 @@ class SchedulingPolicy:
         if not self.by_priority or victim.priority == waiter.priority:
             return False
         return self.rank(victim, oldest) > self.rank(waiter, oldest)
+
+    # ------------------------------------------------------------ shaping a step's plan
+
+    def defer_one(self, plan: StepPlan, seq: Sequence, oldest: Sequence | None) -> bool:
+        """Give the waiting `seq` the budget of the last-ranked request of a worse class
+        planned in this step (not the oldest): that one waits a step instead of being
+        preempted. False when there is none (always under fcfs: one class)."""
+        worse = [s for s in plan.tokens if s.priority > seq.priority and s is not oldest]
+        if not worse:
+            return False
+        last = max(worse, key=lambda s: self.rank(s, oldest))
+        plan.budget += plan.tokens.pop(last)
+        return True
+
+    @staticmethod
+    def defer_worse_classes(plan: StepPlan, floor: int, oldest: Sequence | None,
+                            block_size: int) -> None:
+        """In a step where class `floor` reads a prompt, worse classes wait (their decodes
+        and chunks planned earlier go back to the budget, the blocks they took stay theirs):
+        the better class's first token then costs what it costs on an idle engine, and a
+        worse class loses one step per such prompt. The oldest request keeps a block's
+        worth of its tokens: the starvation guarantee holds however many better prompts
+        arrive."""
+        for seq in [s for s in plan.tokens if s.priority > floor]:
+            keep = min(plan.tokens[seq], block_size) if seq is oldest else 0
+            plan.budget += plan.tokens[seq] - keep
+            if keep:
+                plan.tokens[seq] = keep
+            else:
+                del plan.tokens[seq]
+
+    @staticmethod
+    def alternate_low_classes(plan: StepPlan, decodes: list[Sequence],
+                              prompt_turn: bool) -> bool:
+        """A step carries the decodes of the classes below the default or their prompt
+        chunks, by turns (`prompt_turn`: the prompts'), never both: either alone makes a
+        short step, together a long one (two threads, 16 decodes: 34 ms, 64 prompt tokens:
+        30 ms, both at once: 80 ms), and a request of a better class arriving mid-step
+        waits for the step in flight. Both progress every other step: no starvation.
+        Returns the turn taken, or the other when there was no choice to make."""
+        low_decodes = [s for s in decodes if s.priority > 0 and s in plan.tokens]
+        low_prompts = [s for s in plan.tokens if s.priority > 0 and s not in low_decodes
+                       and s.num_uncomputed_tokens > 1]
+        if not (low_decodes and low_prompts):
+            return not prompt_turn
+        for seq in low_decodes if prompt_turn else low_prompts:
+            plan.budget += plan.tokens.pop(seq)
+        return prompt_turn
 
     def in_order(self, oldest: Sequence | None, prefills: list[Sequence],
                  waiting: deque[Sequence]) -> Iterator[Sequence]:

@@ -19,7 +19,11 @@ phases 3-4 are skipped, since memory is short and a newcomer would only be preem
 Under the priority policy (engine/priority.py) phases 2 and 3 are one loop in rank order,
 so a better class is admitted before a worse one's prefill chunk takes the budget, and a
 waiting request of a better class that finds the running set full, or the pool short of
-its first chunk, preempts the running request that ranks last.
+its first chunk, preempts the running request that ranks last; short of budget only, it
+takes a worse class's tokens instead, which wait a step. A step in which a better class
+reads a prompt carries no worse class's tokens (but a block of the oldest request's), and
+the classes below the default read their prompts in steps apart from their decodes, so
+the step a better class arrives during is short (and it may be cut: LLMEngine.note_arrival).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class Scheduler:
         self.running: list[Sequence] = []
         self.num_preemptions = 0  # every preemption, both causes
         self.num_priority_preemptions = 0  # of them, a better class taking the room
+        self._low_prompt_turn = False  # `alternate_low_classes`: whose turn it was last
 
     def add(self, seq: Sequence) -> None:
         seq.status = SequenceStatus.WAITING
@@ -73,6 +78,8 @@ class Scheduler:
             self._schedule_running(plan, seq, 1, oldest)
         if self.policy.by_priority:
             self._prefill_and_admit_by_rank(plan, prefills, chunk_cap, oldest)
+            self._low_prompt_turn = self.policy.alternate_low_classes(
+                plan, decodes, not self._low_prompt_turn)
         else:
             for seq in prefills:
                 if plan.budget == 0:
@@ -186,16 +193,19 @@ class Scheduler:
                                    chunk_cap: int, oldest: Sequence | None) -> None:
         """Phases 2-3 under the priority policy: running prefills and waiting requests in
         rank order, so budget and room go to the better class first; a worse class reads
-        no prompt in a step where a better one does, and a class below the default reads
-        short chunks (`SchedulingPolicy.chunk_cap`), so the step a request of the default
-        class arrives during ends soon."""
+        no prompt in a step where a better one does, and the classes below the default read
+        few tokens a step, all together (`SchedulingPolicy.low_class_tokens`), so the step
+        a request of the default class arrives during ends soon."""
         admitting = not plan.out_of_blocks
         pending = self._pending_block_hashes()
         floor: int | None = None  # the best class that reads prompt tokens in this step
+        low_left = self.policy.low_class_tokens(self.max_num_batched_tokens)
         for seq in self.policy.in_order(oldest, prefills, self.waiting):
             if seq in plan.preempted or (floor is not None and seq.priority > floor):
                 continue  # displaced in this step, or a worse class than one reading now
-            cap = self.policy.chunk_cap(seq, chunk_cap, self.max_num_batched_tokens)
+            cap = chunk_cap if seq.priority <= 0 else min(chunk_cap, low_left)
+            if cap == 0:
+                continue  # classes below the default have read their share of this step
             if seq.status is SequenceStatus.RUNNING:
                 if plan.budget == 0:
                     continue
@@ -210,6 +220,10 @@ class Scheduler:
                 break
             if seq in plan.tokens:
                 floor = seq.priority if floor is None else min(floor, seq.priority)
+                if seq.priority > 0 and seq.num_uncomputed_tokens > 1:
+                    low_left -= min(plan.tokens[seq], low_left)
+        if floor is not None:
+            self.policy.defer_worse_classes(plan, floor, oldest, self.kv.block_size)
 
     def _admit(self, plan: StepPlan, seq: Sequence, pending: set[int],
                oldest: Sequence | None, cap: int | None = None) -> bool:
@@ -218,6 +232,8 @@ class Scheduler:
         which ends admission for this step (True when it waits for a twin's block)."""
         bs = self.kv.block_size
         while plan.budget <= 0 or len(self.running) >= self.max_num_seqs:
+            if plan.budget <= 0 and self.policy.defer_one(plan, seq, oldest):
+                continue  # a worse class's tokens wait a step: nothing to recompute
             if not self._displace(plan, seq, oldest):
                 return False
         cached = self.kv.find_cached_prefix(seq)
@@ -230,9 +246,30 @@ class Scheduler:
                 return False
             num_new = min(remaining, plan.budget, cap or plan.budget)  # the victim's came back
         self._start(seq, len(cached) * bs)
+        num_new -= self._adopt_handed_tail(plan, seq, len(cached), num_new)
         plan.give(seq, num_new)
         pending.update(seq.block_hashes[len(cached):])
         return True
+
+    def _adopt_handed_tail(self, plan: StepPlan, seq: Sequence, num_cached_blocks: int,
+                           num_new: int) -> int:
+        """The prompt tokens of `seq` that the step loads instead of computing: the last
+        partial block of a prompt another engine read (`Sequence.handed`), when every full
+        block before it was found cached and `seq` holds only the prompt and the other
+        engine's first token. `seq` then computes just that token this step, as a decode:
+        the answer goes on as the other engine's would have, bit for bit."""
+        handed, bs = seq.handed, self.kv.block_size
+        if handed is None or handed.tail is None:
+            return 0
+        tail, handed.tail = handed.tail, None  # used now or never
+        tail_len = seq.num_prompt_tokens % bs
+        if num_cached_blocks != seq.num_prompt_tokens // bs or num_new != tail_len + 1 \
+                or seq.num_tokens != seq.num_prompt_tokens + 1:
+            return 0
+        plan.tail_loads[seq] = (seq.block_table[num_cached_blocks], tail)
+        seq.num_computed_tokens += tail_len
+        seq.num_cached_tokens += tail_len
+        return tail_len
 
     def _waits_for_twin(self, seq: Sequence, num_cached_blocks: int, remaining: int,
                         plan: StepPlan, pending: set[int]) -> bool:

@@ -10,6 +10,18 @@ from typing import Any
 from engine.sampling_params import SamplingParams
 
 
+@dataclass
+class HandedPrompt:
+    """A prompt another engine read for this one (a prefill/decode handover,
+    engine/serving/kv_transfer.py): the token it sampled first, and the K/V of the prompt's
+    last partial block (None when the prompt ends on a block boundary, or it did not come).
+    With both and the full blocks in the pool this engine computes none of the prompt, and
+    the answer goes on exactly as the other engine's would have."""
+
+    first_token: int
+    tail: Any = None  # Tensor [1, layers, 2, block_size, kv_heads, head_dim]
+
+
 class SequenceStatus(Enum):
     WAITING = auto()  # queued, or preempted and waiting to be recomputed
     RUNNING = auto()  # holds KV blocks; prefilling in chunks or decoding
@@ -51,6 +63,8 @@ class Sequence:
         self.detokenizer: Any = None  # IncrementalDetokenizer (set by the engine)
         self.stop_checker: Any = None  # StopChecker (set by the engine)
         self.grammar: Any = None  # GrammarMatcher when params.grammar is set (by the engine)
+        self.handed: HandedPrompt | None = None  # read by another engine (decode role)
+        self.keeps_tail = False  # prefill role: its last partial block is kept when it ends
 
     def __repr__(self) -> str:
         return (f"Sequence({self.request_id!r}, tokens={self.num_tokens}, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.sequence import ScheduledSequence, Sequence
 
@@ -11,6 +12,8 @@ from engine.sequence import ScheduledSequence, Sequence
 class SchedulerOutput:
     scheduled: list[ScheduledSequence] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
+    # (pool block, K/V) of handed prompts' last partial blocks, copied in before the step
+    tail_loads: list[tuple[int, Any]] = field(default_factory=list)
 
     @property
     def num_batched_tokens(self) -> int:
@@ -30,6 +33,7 @@ class StepPlan:
     tokens: dict[Sequence, int] = field(default_factory=dict)
     preempted: list[Sequence] = field(default_factory=list)
     out_of_blocks: bool = False  # a running sequence was preempted for blocks: admit nobody
+    tail_loads: dict[Sequence, tuple[int, Any]] = field(default_factory=dict)
 
     def give(self, seq: Sequence, num_new: int, past_budget: bool = False) -> None:
         """`seq` computes `num_new` more tokens this step (`past_budget`: beyond what is
@@ -42,9 +46,10 @@ class StepPlan:
     def drop(self, seq: Sequence) -> None:
         """`seq` was preempted: whatever it had been given goes back to the budget."""
         self.budget += self.tokens.pop(seq, 0)
+        self.tail_loads.pop(seq, None)
         self.preempted.append(seq)
 
     def output(self) -> SchedulerOutput:
         items = [ScheduledSequence(seq, n, seq.num_computed_tokens + n == seq.num_tokens)
                  for seq, n in self.tokens.items()]
-        return SchedulerOutput(items, self.preempted)
+        return SchedulerOutput(items, self.preempted, list(self.tail_loads.values()))

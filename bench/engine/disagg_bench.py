@@ -16,13 +16,14 @@ Reported against the goals of issue 40:
    engine's TTFT for the handed prompt and the colocated engine's TTFT for the same prompt
    read whole.
 2. identity: each answer (greedy, 32 tokens) through prefill then decode against the
-   colocated engine's, asked twice: cold (it reads the prompt in 512-token chunks) and
-   again with the prompt's blocks cached (it computes the last 16 tokens alone, as the
-   decode engine does). A chunk of 16 tokens rounds differently in bfloat16 from the same
-   tokens inside a chunk of 512, so where two tokens nearly tie (random-token prompts) an
-   answer may part from the cold one; the colocated engine parts from itself the same way
-   (cold against cached is reported too). And the prompt tokens the decode engine computed
-   (prompt minus `cached_tokens`: at most one block, 16).
+   colocated engine's, asked twice: cold (it reads the prompt in 512-token chunks, as the
+   prefill engine does) and again with the prompt's blocks cached (it computes the last
+   16 tokens alone). The decode engine gets the prompt's last partial block and the first
+   token too and computes none of the prompt, so its answers are the cold ones; a chunk of
+   16 tokens rounds differently in bfloat16 from the same tokens inside a chunk of 512, so
+   where two tokens nearly tie (random-token prompts) the colocated engine's cached answer
+   may part from its cold one (reported too). And the prompt tokens the decode engine
+   computed (prompt minus `cached_tokens`: 0).
 3. inter-token latency: a streamed answer (64-token prompt, `--stream-tokens` tokens,
    greedy, ignore_eos) on the decode engine alone; again while long prompts (`--long`
    tokens, fresh ones back to back) are read by the prefill engine (the goal's case); again

@@ -21,11 +21,13 @@ from engine.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
     from engine.async_engine import AsyncEngine
+    from engine.sequence import HandedPrompt
     from engine.serving.metrics import EngineMetrics
 
 IndexedDelta = tuple[int, GenerationDelta]
 Prompt = tuple[list[int], SamplingParams]  # token ids and how to sample from them
-Start = Callable[[list[int], SamplingParams, str], AsyncIterator[GenerationDelta]]
+# (ids, params, request_id, **handover) -> deltas: `start_choice` with its first five bound
+Start = Callable[..., AsyncIterator[GenerationDelta]]
 
 
 def choice_requests(prompts: list[Prompt], n: int,
@@ -46,12 +48,15 @@ def choice_requests(prompts: list[Prompt], n: int,
 
 def start_choice(engine: AsyncEngine, metrics: EngineMetrics, endpoint: str,
                  session_id: str | None, cache_salt: str | None, ids: list[int],
-                 params: SamplingParams, request_id: str, *,
-                 priority: int = 0) -> AsyncIterator[GenerationDelta]:
+                 params: SamplingParams, request_id: str, *, priority: int = 0,
+                 handed: HandedPrompt | None = None,
+                 keeps_tail: bool = False) -> AsyncIterator[GenerationDelta]:
     """One choice as one engine request, its latencies observed (a `Start` once the first
-    five arguments and `priority` are bound)."""
+    five arguments and `priority` are bound; a handover passes `handed` or `keeps_tail`,
+    engine/serving/kv_transfer.py)."""
     deltas = engine.generate(ids, params, request_id=request_id, session_id=session_id,
-                             cache_salt=cache_salt, priority=priority)
+                             cache_salt=cache_salt, priority=priority, handed=handed,
+                             keeps_tail=keeps_tail)
     return metrics.observe(deltas, endpoint)
 
 

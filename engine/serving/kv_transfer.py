@@ -7,14 +7,18 @@ and which:
 
     "kv_transfer_params": {"do_remote_prefill": true, "do_remote_decode": false,
         "remote_engine_id": "...", "remote_host": "10.0.0.5", "remote_port": 41234,
-        "remote_block_ids": [7, 8, ...], "remote_block_hashes": ["<32 hex>", ...], "tp_size": 1}
+        "remote_block_ids": [7, 8, ...], "remote_block_hashes": ["<32 hex>", ...], "tp_size": 1,
+        "first_token_id": 1234}
 
 A decode engine gets those back on the same request and, before its sequence is queued,
-fetches the blocks it lacks (engine/kv_handover_wire.py) and loads them into its pool
-(engine/kv_handover.py): it then computes only the prompt past the last handed block, at
-most one block. A handover that fails (the prefill engine gone, its blocks evicted, another
-model) leaves the decode engine to compute what it lacks: the same answer, later. An engine
-of role `both` (the default) refuses the field: a 400, not a silent full answer.
+fetches the blocks it lacks and the prompt's last partial block (engine/kv_handover_wire.py)
+and loads them into its pool (engine/kv_handover.py). With `first_token_id` (the token the
+prefill sampled; a Headstart field, used for one choice without logprobs) it then computes
+none of the prompt: its first token is sent at once and the answer goes on as one engine's
+would, bit for bit. Without it, it computes the prompt past the last full block. A handover
+that fails (the prefill engine gone, its blocks evicted, another model) leaves the decode
+engine to compute what it lacks: the same answer, later. An engine of role `both` (the
+default) refuses the field: a 400, not a silent full answer.
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ from contextlib import aclosing
 from typing import Any
 
 from engine.async_engine import AsyncEngine
+from engine.block_hash import tail_hash
 from engine.kv_handover import (
     HandoverError,
     HandoverStats,
+    TailStore,
     export_blocks,
     import_blocks,
     prompt_sequence,
@@ -37,6 +43,7 @@ from engine.kv_handover import (
 from engine.kv_handover_wire import decode_hash, encode_hash, fetch_blocks
 from engine.outputs import GenerationDelta
 from engine.sampling_params import SamplingParams
+from engine.sequence import HandedPrompt
 from engine.serving.choices import Start
 from openai_api import APIError, CompletionRequest, GenerationRequest
 
@@ -59,12 +66,16 @@ class KVTransfer:
         self.engine_id = engine_id
         self.timeout_s = timeout_s
         self.stats = HandoverStats()
+        self.tails: TailStore | None = None  # prompts' last partial blocks (prefill)
+        if role == "prefill":
+            self.tails = TailStore(engine.engine)
+            engine.engine.keep_tail = self.tails.keep
 
     def export(self, hashes: list[int]) -> tuple[int, bytearray]:
         """The leading run of `hashes` the pool holds, copied out (the block server's
         `export`). Step thread."""
         started = time.perf_counter()
-        count, buffer = export_blocks(self.engine.engine, hashes)
+        count, buffer = export_blocks(self.engine.engine, hashes, self.tails)
         self.stats.sent_blocks += count
         self.stats.sent_bytes += len(buffer)
         self.stats.sent_s += time.perf_counter() - started
@@ -94,7 +105,12 @@ class KVTransfer:
         if self.role != "decode":
             raise _bad(f"{PARAM}.do_remote_prefill", f"this engine's role is {self.role}: "
                        "only a decode engine loads handed blocks")
-        return Handover(self, body.cache_salt, _remote(params))
+        first = _first_token(params, self.engine.engine.model_config.vocab_size)
+        one_choice = body.n == 1 and not (isinstance(body, CompletionRequest)
+                                          and len(body.prompts()) > 1)
+        if not one_choice or body.logprobs:  # each choice samples its own; logprobs not handed
+            first = None
+        return Handover(self, body.cache_salt, _remote(params), first)
 
 
 class Handover:
@@ -102,13 +118,15 @@ class Handover:
     before the request is queued (decode, `remote` = (host, port, hashes))."""
 
     def __init__(self, transfer: KVTransfer, cache_salt: str | None,
-                 remote: tuple[str, int, list[int]] | None) -> None:
+                 remote: tuple[str, int, list[int]] | None,
+                 first_token: int | None = None) -> None:
         self.transfer = transfer
         self.cache_salt = cache_salt
         self.remote = remote
+        self.first_token = first_token  # sampled by the prefill engine (prefill: recorded)
         self.prompt: list[int] | None = None
         self.loaded_blocks = 0  # decode: blocks fetched and loaded here
-        self._pulls: dict[tuple[int, ...], asyncio.Task[None]] = {}
+        self._pulls: dict[tuple[int, ...], asyncio.Task[HandedPrompt | None]] = {}
 
     def wrap(self, start: Start) -> Start:
         """`start` (one engine request per choice), after the handover's part for its prompt."""
@@ -117,13 +135,16 @@ class Handover:
                           request_id: str) -> AsyncIterator[GenerationDelta]:
             if self.remote is None:
                 self.prompt = list(ids)
+                handover: dict[str, Any] = {"keeps_tail": True}
             else:  # choices of one prompt fetch its blocks once
                 pull = self._pulls.get(tuple(ids))
                 if pull is None:
                     pull = self._pulls[tuple(ids)] = asyncio.ensure_future(self._pull(ids))
-                await asyncio.shield(pull)
-            async with aclosing(start(ids, params, request_id)) as deltas:
+                handover = {"handed": await asyncio.shield(pull)}
+            async with aclosing(start(ids, params, request_id, **handover)) as deltas:
                 async for delta in deltas:
+                    if self.remote is None and self.first_token is None and delta.token_ids:
+                        self.first_token = delta.token_ids[0]
                     yield delta
 
         return started
@@ -138,47 +159,62 @@ class Handover:
                 "remote_engine_id": t.engine_id, "remote_host": t.host, "remote_port": t.port,
                 "remote_block_ids": t.engine.engine.kv.pool_blocks(seq.block_hashes),
                 "remote_block_hashes": [encode_hash(h) for h in seq.block_hashes],
-                "tp_size": 1}
+                "tp_size": 1, "first_token_id": self.first_token}
 
-    async def _pull(self, ids: list[int]) -> None:
-        """Fetch and load the prompt's blocks this engine lacks; on failure, log and let the
-        engine compute them."""
+    async def _pull(self, ids: list[int]) -> HandedPrompt | None:
+        """Fetch and load the prompt's full blocks this engine lacks and, with the prefill's
+        first token, its last partial block: what the sequence is handed (None without a
+        first token). On failure, log and let the engine compute what it lacks."""
         host, port, remote = self.remote
-        llm = self.transfer.engine.engine
-        seq = prompt_sequence(ids, llm.kv.block_size, self.cache_salt)
-        # blocks the prompt can reuse: full ones before its last token (find_cached_prefix)
-        usable = seq.block_hashes[:(len(ids) - 1) // llm.kv.block_size]
+        llm, first_token = self.transfer.engine.engine, self.first_token
+        bs = llm.kv.block_size
+        handed = None if first_token is None else HandedPrompt(first_token)
+        # the probe holds the handed first token: every full block of the prompt is then
+        # reusable (find_cached_prefix keeps the last token to compute, that one)
+        seq = prompt_sequence(ids if handed is None else [*ids, first_token], bs,
+                              self.cache_salt)
+        usable = seq.block_hashes[:(seq.num_tokens - 1) // bs]
         matched = 0  # the blocks both name alike, from the first
         while matched < min(len(usable), len(remote)) and usable[matched] == remote[matched]:
             matched += 1
+        tail = None  # the prompt's last partial block, when every full one before it matched
+        if handed is not None and matched == len(usable):
+            tail = tail_hash(seq.block_hashes, ids, bs, self.cache_salt)
         # held here (pool or second tier) need no handover; read off the step thread this
         # may be stale, and the import checks again
         first = min(len(llm.kv.find_cached_prefix(seq)), matched)
-        if first >= matched:
-            return
+        asked = usable[first:matched] + ([tail] if tail is not None else [])
+        if not asked:
+            return handed
         loop = asyncio.get_running_loop()
         stats = self.transfer.stats
         started = time.perf_counter()
         try:
             layout, count, buffer = await asyncio.to_thread(
-                fetch_blocks, host, port, usable[first:matched], self.transfer.timeout_s)
+                fetch_blocks, host, port, asked, self.transfer.timeout_s)
+            full = min(count, matched - first)
             loaded = 0
-            for start in range(0, count, IMPORT_BLOCKS_AT_ONCE):  # steps run in between
-                n = min(IMPORT_BLOCKS_AT_ONCE, count - start)
+            for start in range(0, full, IMPORT_BLOCKS_AT_ONCE):  # steps run in between
+                n = min(IMPORT_BLOCKS_AT_ONCE, full - start)
                 piece = memoryview(buffer)[start * layout.bytes_per_block:
                                            (start + n) * layout.bytes_per_block]
                 loaded += await loop.run_in_executor(
                     self.transfer.engine.executor, import_blocks, llm, seq, first + start, n,
                     layout, piece)
+            if count > full:  # the tail came too: loaded into the sequence's own block
+                handed.tail = layout.slots(memoryview(buffer)[full * layout.bytes_per_block:],
+                                           1).clone()
+                loaded += 1
         except (OSError, HandoverError) as exc:
             stats.failures += 1
             log.warning("kv handover from %s:%s failed, computing the prompt here: %s",
                         host, port, exc)
-            return
+            return handed
         self.loaded_blocks += loaded
         stats.received_blocks += loaded
         stats.received_bytes += len(buffer)
         stats.received_s += time.perf_counter() - started
+        return handed
 
 
 def _asked(body: GenerationRequest) -> dict[str, Any] | None:
@@ -200,6 +236,17 @@ def refuse_handover(body: GenerationRequest) -> None:
     if _asked(body) is not None:
         raise _bad(PARAM, "kv_transfer_params needs an engine started with --role "
                    "prefill or --role decode (this one serves both)")
+
+
+def _first_token(params: dict[str, Any], vocab_size: int) -> int | None:
+    """The prefill's first token (`first_token_id`), or None when the params lack it."""
+    token = params.get("first_token_id")
+    if token is None:
+        return None
+    if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < vocab_size:
+        raise _bad(f"{PARAM}.first_token_id", f"first_token_id must be a token id in "
+                   f"[0, {vocab_size})")
+    return token
 
 
 def _remote(params: dict[str, Any]) -> tuple[str, int, list[int]]:

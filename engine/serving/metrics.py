@@ -59,6 +59,9 @@ class EngineStatsCollector(Collector):
                             "class took the room.", s.num_preemptions),
             "priority_preemptions": ("Preemptions of a request for a better priority class.",
                                      s.num_priority_preemptions),
+            "interrupted_steps": ("Steps stopped between layers for a request of a better "
+                                  "priority class (computed again in the next).",
+                                  s.num_interrupted_steps),
         }
         for name, (doc, value) in counters.items():
             yield CounterMetricFamily(f"{PREFIX}_{name}", doc, value=value)

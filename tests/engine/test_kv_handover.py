@@ -4,13 +4,17 @@ prompt, the other loads its blocks and decodes) against one engine doing both.""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+from engine.block_hash import tail_hash
 from engine.block_manager import KVCacheManager
 from engine.config import EngineConfig
 from engine.kv_handover import (
     BlockLayout,
     HandoverError,
+    TailStore,
     export_blocks,
     import_blocks,
     prompt_sequence,
@@ -18,6 +22,7 @@ from engine.kv_handover import (
 from engine.kv_handover_wire import BlockServer, fetch_blocks
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
+from engine.sequence import HandedPrompt, Sequence
 from tests.engine.test_block_manager import admit, make_seq
 
 
@@ -153,4 +158,52 @@ def test_blocks_load_in_pieces_from_one_buffer(engines, smollm_bf16) -> None:
     assert import_blocks(decode, seq, 4, 2, layout, view[4 * size:]) == 2
     got = decode.generate([ids], greedy)[0]
     assert (got.token_ids, got.cached_tokens) == (expected.token_ids, 96)
+    decode.scheduler.check()
+
+
+def run(llm: LLMEngine, seq: Sequence) -> list[int]:
+    """`seq`'s tokens on `llm`, alone: the handed first token's delta, then each step's."""
+    tokens = [t for delta in llm.add_sequence(seq) for t in delta.token_ids]
+    while llm.has_unfinished():
+        tokens += [t for delta in llm.step() for t in delta.token_ids]
+    return tokens
+
+
+# a last partial block of 9 tokens; none. Seeds where the previous handover (the decode
+# engine computing the prompt's last block itself) answered otherwise than a cold engine
+@pytest.mark.parametrize("length, seed", [(185, 4185), (160, 7160)])
+def test_a_prompt_handed_with_its_tail_answers_as_a_cold_engine(engines, smollm_bf16,
+                                                                 length, seed) -> None:
+    """Random tokens, where a prompt's last block computed alone (16 tokens) and inside
+    the whole prompt round differently in bf16 and greedy answers part: handed its tail
+    and first token, the decode engine computes none of the prompt and answers as one
+    engine reading it cold."""
+    prefill, decode = engines
+    tails = TailStore(prefill)
+    prefill.keep_tail = tails.keep
+    ids = random.Random(seed).sample(range(1000, 40000), length)
+    greedy = SamplingParams(max_tokens=24, temperature=0, ignore_eos=True)
+    cold = LLMEngine(EngineConfig(num_kv_blocks=64), loaded=tuple(smollm_bf16))
+    expected = cold.generate([ids], greedy)[0].token_ids
+
+    read = prefill.make_sequence(ids, SamplingParams(max_tokens=1, temperature=0))
+    read.keeps_tail = True
+    first = run(prefill, read)
+    assert first == expected[:1]
+    probe = prompt_sequence([*ids, first[0]], 16)
+    full = length // 16
+    key = tail_hash(probe.block_hashes, ids, 16, None)
+    asked = probe.block_hashes[:full] + ([key] if key is not None else [])
+    count, buffer = export_blocks(prefill, asked, tails)
+    assert count == len(asked) == -(-length // 16)
+    layout, view = BlockLayout.of(prefill.runner.kv_cache), memoryview(buffer)
+    assert import_blocks(decode, probe, 0, full, layout,
+                         view[:full * layout.bytes_per_block]) == full
+    seq = decode.make_sequence(ids, greedy)
+    tail = layout.slots(view[full * layout.bytes_per_block:], 1).clone() if key else None
+    seq.handed = HandedPrompt(first[0], tail)
+    steps = decode.num_steps
+    assert run(decode, seq) == expected
+    assert seq.num_cached_tokens == length  # none of the prompt computed here
+    assert decode.num_steps - steps == 23  # one decode step a token after the handed one
     decode.scheduler.check()

@@ -98,13 +98,13 @@ def test_greedy_answer_through_prefill_and_decode_is_one_engines(engines) -> Non
         extra_body={"kv_transfer_params": params})
     assert got.choices[0].message.content == expected.choices[0].message.content
     assert got.usage.prompt_tokens == prompt
-    # the decode engine computed only the prompt past its last full block before the last
-    # token: at most one block
-    cached = got.usage.prompt_tokens_details.cached_tokens
-    assert cached == (prompt - 1) // BLOCK * BLOCK
-    assert 1 <= prompt - cached <= BLOCK
-    assert metric(prefill_engine, "blocks", "sent") - sent == cached // BLOCK
-    assert metric(decode_engine, "blocks", "received") - received == cached // BLOCK
+    # the decode engine computed none of the prompt: the full blocks, the last partial one
+    # and the first token came from the prefill engine
+    assert params["first_token_id"] >= 0
+    assert got.usage.prompt_tokens_details.cached_tokens == prompt
+    handed = -(-prompt // BLOCK)
+    assert metric(prefill_engine, "blocks", "sent") - sent == handed
+    assert metric(decode_engine, "blocks", "received") - received == handed
     assert metric(decode_engine, "bytes", "received") > 0
 
 
@@ -123,7 +123,7 @@ def test_a_streamed_completion_decodes_from_handed_blocks(engines) -> None:
     chunks = list(stream)
     assert "".join(c.choices[0].text for c in chunks if c.choices) == expected.choices[0].text
     usage = chunks[-1].usage
-    assert usage.prompt_tokens - usage.prompt_tokens_details.cached_tokens <= BLOCK
+    assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens
 
 
 def test_a_handover_from_a_gone_engine_is_computed_on_decode(engines) -> None:
@@ -160,6 +160,8 @@ def test_a_handover_from_a_gone_engine_is_computed_on_decode(engines) -> None:
     ("decode", {"do_remote_prefill": True, "remote_host": "h", "remote_port": 9,
                 "remote_block_hashes": ["abc"]}, {}, "kv_transfer_params.remote_block_hashes",
      "32 hex digits"),
+    ("decode", {"do_remote_prefill": True, "remote_host": "h", "remote_port": 9,
+                "first_token_id": -1}, {}, "kv_transfer_params.first_token_id", "a token id"),
     ("decode", "yes", {}, "kv_transfer_params", "must be an object"),
 ])
 def test_handovers_an_engine_cannot_do_are_a_400(engines, role, params, extra, param,

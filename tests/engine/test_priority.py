@@ -61,7 +61,7 @@ def test_a_better_class_displaces_the_last_ranked_when_the_running_set_is_full()
     sched.check()
 
 
-def test_a_better_class_displaces_the_last_ranked_when_decodes_spend_the_budget():
+def test_a_better_class_takes_the_budget_of_worse_decodes_which_wait_a_step():
     sched = make(budget=3, max_num_seqs=4)  # three decodes take the whole step
     batch = [add(sched, f"batch{i}", 10, float(i), num_tokens=3, max_tokens=50)
              for i in range(3)]
@@ -69,8 +69,12 @@ def test_a_better_class_displaces_the_last_ranked_when_decodes_spend_the_budget(
         step(sched)
     add(sched, "chat", 0, 9.0, num_tokens=3)
     out = step(sched)
-    assert names(out.preempted) == ["batch2"]
-    assert new_tokens(out) == {"batch0": 1, "batch1": 1, "chat": 1}
+    # batch2's decode waits (no preemption, nothing to recompute), then batch1's too: a step
+    # reading a better class's prompt carries no worse class's tokens but the oldest's
+    assert out.preempted == [] and sched.num_preemptions == 0
+    assert new_tokens(out) == {"batch0": 1, "chat": 2}
+    assert all(b.status is SequenceStatus.RUNNING for b in batch)
+    assert new_tokens(step(sched)) == {"batch0": 1, "batch1": 1, "batch2": 1}
     sched.check()
 
 
@@ -128,17 +132,31 @@ def test_blocks_run_short_the_worst_class_is_preempted_not_the_latest_arrival():
 def test_a_better_class_reads_its_prompt_first_and_alone():
     sched = make(budget=16, max_num_seqs=4)
     add(sched, "old", 10, 0.0, max_tokens=50)
-    step(sched), step(sched)  # its prompt in two chunks: 16 // 8
+    step(sched), step(sched)  # its prompt (16 // 4 tokens), then a decode
     batch = add(sched, "batch", 10, 1.0, num_tokens=40, max_tokens=1)
-    assert new_tokens(step(sched)) == {"old": 1, "batch": 2}  # a batch chunk: 16 // 8
+    # a batch chunk (16 // 4) and a batch decode take turns, never one step together
+    assert new_tokens(step(sched)) == {"batch": 4}
+    assert new_tokens(step(sched)) == {"old": 1}
     add(sched, "chat", 0, 2.0, num_tokens=6)
     add(sched, "chat-2", 0, 2.5, num_tokens=20)
-    # decodes, then the chats' prompts; batch reads nothing while a better class reads,
-    # even with budget left (the chats' steps stay as short as on an idle engine)
+    # the chats' prompts beside the oldest's decode only; batch reads nothing while a
+    # better class reads, even with budget left (the chats' steps stay as short as on an
+    # idle engine)
     assert new_tokens(step(sched)) == {"old": 1, "chat": 6, "chat-2": 9}
     assert new_tokens(step(sched)) == {"old": 1, "chat": 1, "chat-2": 11}
-    assert new_tokens(step(sched)) == {"old": 1, "chat": 1, "chat-2": 1, "batch": 2}
+    assert new_tokens(step(sched)) == {"chat": 1, "chat-2": 1, "batch": 4}
+    assert new_tokens(step(sched)) == {"old": 1, "chat": 1, "chat-2": 1}
     assert batch.status is SequenceStatus.RUNNING
+
+
+def test_the_oldest_reads_one_block_of_its_prompt_beside_a_better_class():
+    sched = make(budget=64, max_num_seqs=4)
+    add(sched, "old", 10, 0.0, num_tokens=100, max_tokens=1)
+    assert new_tokens(step(sched)) == {"old": 16}  # 64 // 4
+    add(sched, "chat", 0, 1.0, num_tokens=20)
+    # never starved, yet the chat's step stays short: a block of the oldest's prompt
+    assert new_tokens(step(sched)) == {"old": 4, "chat": 20}
+    assert new_tokens(step(sched)) == {"chat": 1, "old": 16}
 
 
 def test_the_oldest_request_runs_whatever_its_priority():
@@ -160,7 +178,7 @@ def test_the_oldest_request_runs_whatever_its_priority():
 
 
 def test_a_class_below_the_default_reads_short_chunks_and_takes_no_leftover_budget():
-    for priority, chunks in ((10, [8] * 5), (0, [40]), (-3, [40])):
+    for priority, chunks in ((10, [16, 16, 8]), (0, [40]), (-3, [40])):  # 64 // 4
         sched = make(budget=64, max_num_seqs=2)
         seq = add(sched, "alone", priority, 0.0, num_tokens=40, max_tokens=1)
         got = []
@@ -173,7 +191,7 @@ def test_a_mixed_workload_keeps_the_books_and_never_displaces_within_a_class():
     rng = random.Random(7)
     sched = make(num_blocks=24, budget=12, max_num_seqs=4)
     seqs = []
-    for t in range(300):
+    for t in range(600):
         if t < 150 and rng.random() < 0.4:
             seqs.append(add(sched, f"r{t}", rng.choice((0, 0, 5, 10)), float(t),
                             num_tokens=rng.randint(2, 20), max_tokens=rng.randint(1, 12)))

@@ -37,6 +37,40 @@ def test_a_better_class_finishes_before_a_worse_one_that_arrived_earlier(smollm_
     assert waves["priority"] == [["batch-1", "chat"], ["batch-2", "batch-3"]]
 
 
+def test_a_batch_step_stops_between_layers_when_a_better_class_arrives(smollm_bf16):
+    """A request of a better class arriving while a step of batch work runs stops that step
+    at its next layer (the request gets the next step); nothing the cut step wrote counts:
+    both answers are those of an engine where the chat arrived just before that step."""
+    loaded = tuple(smollm_bf16)
+    ids = smollm_bf16.tokenizer.encode("Rivers carve valleys over thousands of years. " * 20)
+    greedy = SamplingParams(max_tokens=8, temperature=0, ignore_eos=True)
+
+    def run(cut: bool) -> tuple[LLMEngine, dict[str, list[int]]]:
+        llm = LLMEngine(EngineConfig(num_kv_blocks=64, scheduling_policy="priority"),
+                        loaded=loaded)
+        batch = llm.make_sequence(ids[:160], greedy, "batch")
+        batch.priority = 10
+        llm.add_sequence(batch)
+        if cut:  # the chat's arrival lands inside the step, when layer 3 is about to run
+            hook = llm.runner.model.layers[3].register_forward_pre_hook(
+                lambda *_: llm.note_arrival(0))
+            assert llm.step() == [] and llm.step_interrupted
+            hook.remove()
+            assert batch.num_computed_tokens == 0 and llm.num_interrupted_steps == 1
+        llm.add_sequence(llm.make_sequence(ids[:40], greedy, "chat"))
+        tokens: dict[str, list[int]] = {"batch": [], "chat": []}
+        while llm.has_unfinished():
+            for delta in llm.step():
+                tokens[delta.request_id] += delta.token_ids
+        llm.scheduler.check()
+        return llm, tokens
+
+    _, expected = run(cut=False)
+    llm, got = run(cut=True)
+    assert got == expected  # the chat's steps are not cut
+    assert llm.num_interrupted_steps == llm.stats().num_interrupted_steps == 1
+
+
 def test_the_scheduling_policy_flag_and_its_bad_values():
     assert engine_config(parse_args(["--scheduling-policy", "priority"])).scheduling_policy \
         == "priority"

@@ -7,7 +7,7 @@ import random
 from engine.block_manager import KVCacheManager
 from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler, SchedulerOutput
-from engine.sequence import Sequence, SequenceStatus
+from engine.sequence import HandedPrompt, Sequence, SequenceStatus
 
 NEXT_TOKEN = 7
 
@@ -291,3 +291,33 @@ def add_tokens(sched: Scheduler, name: str, prompt: list[int], max_tokens: int,
     seq = Sequence(name, prompt, SamplingParams(max_tokens=max_tokens), arrival_time=arrival)
     sched.add(seq)
     return seq
+
+
+def test_a_handed_prompt_loads_its_tail_and_decodes_its_first_token() -> None:
+    """A prompt another engine read comes with its first token and its last partial block's
+    K/V (engine/serving/kv_transfer.py): once its full blocks are cached, the step loads
+    the tail into the sequence's own block and computes only the handed token."""
+    sched = make_scheduler(budget=16)
+    a = add(sched, "a", 10, max_tokens=1)  # the full blocks [0-3] [4-7] end up cached
+    step(sched)
+    assert a.is_finished
+    b = Sequence("b", list(range(10)), SamplingParams(max_tokens=4))
+    b.handed = HandedPrompt(first_token=99, tail="K/V of tokens 8, 9")
+    sched.add(b)
+    b.append_token(99)  # the engine sends the handed token at once (LLMEngine.add_sequence)
+    out = step(sched)
+    assert new_tokens(out) == {"b": 1} and out.scheduled[0].samples
+    assert b.block_table == [0, 1, 3] and out.tail_loads == [(3, "K/V of tokens 8, 9")]
+    assert b.num_cached_tokens == 10 and b.handed.tail is None
+    assert b.output_token_ids == [99, NEXT_TOKEN]
+
+
+def test_a_handed_tail_is_dropped_when_its_prefix_is_not_cached() -> None:
+    sched = make_scheduler()
+    c = Sequence("c", list(range(100, 110)), SamplingParams(max_tokens=4))
+    c.handed = HandedPrompt(first_token=99, tail="K/V of tokens 108, 109")
+    sched.add(c)
+    c.append_token(99)
+    out = step(sched)
+    assert new_tokens(out) == {"c": 8} and out.tail_loads == []  # computed, in chunks
+    assert c.handed.tail is None and c.num_cached_tokens == 0
