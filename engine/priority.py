@@ -97,12 +97,13 @@ class SchedulingPolicy:
             return None
         return min((*running, *waiting), key=lambda s: s.arrival_time, default=None)
 
-    def low_class_tokens(self, budget: int) -> int:
+    @staticmethod
+    def low_class_tokens(budget: int) -> int:
         """The most prompt tokens the classes below the default (priority > 0) read in one
         step together under `priority`: 1/LOW_CLASS_SHARE of the budget, so a request of the
         default class arriving mid-step waits for a short step, not a long chunk of batch
         work (its own step then carries no batch prompt at all)."""
-        return max(1, budget // LOW_CLASS_SHARE) if self.by_priority else budget
+        return max(1, budget // LOW_CLASS_SHARE)
 
     def may_top_up(self, seq: Sequence) -> bool:
         """Whether `seq` may take budget left over at the end of a step."""

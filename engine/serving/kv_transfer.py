@@ -99,16 +99,14 @@ class KVTransfer:
                            "only a prefill engine hands its blocks over")
             if body.stream:
                 raise _bad("stream", "a prefill for a remote decode is answered unstreamed")
-            if body.n != 1 or (isinstance(body, CompletionRequest) and len(body.prompts()) > 1):
+            if not _one_choice(body):
                 raise _bad("n", "a prefill for a remote decode reads one prompt, once")
             return Handover(self, body.cache_salt, None)
         if self.role != "decode":
             raise _bad(f"{PARAM}.do_remote_prefill", f"this engine's role is {self.role}: "
                        "only a decode engine loads handed blocks")
         first = _first_token(params, self.engine.engine.model_config.vocab_size)
-        one_choice = body.n == 1 and not (isinstance(body, CompletionRequest)
-                                          and len(body.prompts()) > 1)
-        if not one_choice or body.logprobs:  # each choice samples its own; logprobs not handed
+        if not _one_choice(body) or body.logprobs:  # each choice samples its own first token
             first = None
         return Handover(self, body.cache_salt, _remote(params), first)
 
@@ -236,6 +234,12 @@ def refuse_handover(body: GenerationRequest) -> None:
     if _asked(body) is not None:
         raise _bad(PARAM, "kv_transfer_params needs an engine started with --role "
                    "prefill or --role decode (this one serves both)")
+
+
+def _one_choice(body: GenerationRequest) -> bool:
+    """One prompt, read once: what a prefill for a remote decode answers, and what a handed
+    first token can stand for."""
+    return body.n == 1 and not (isinstance(body, CompletionRequest) and len(body.prompts()) > 1)
 
 
 def _first_token(params: dict[str, Any], vocab_size: int) -> int | None:
