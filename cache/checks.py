@@ -1,13 +1,16 @@
 """Exact checks that are right by nature, run before the learned verifier.
 
 A learned model can be talked into "close enough"; these cannot. Two questions that name
-different numbers, units, dates or identifiers, that differ in how many times they say
-"not", that turn a word into its opposite with a prefix ("lock" / "unlock", "advantages" /
-"disadvantages"), that swap which of two things is the source and which the target ("CSV to
-JSON" / "JSON to CSV", "fly from Seoul to Singapore" / "from Singapore to Seoul"), or that
-name two look-alike identifiers ("strlen" / "strlne": no English words, a letter replaced or
-two swapped) do not share an answer whatever their wording. Each check names the clash it
-found.
+different numbers, units, dates, identifiers or operators ("==" / "!="), that put a unit
+on another number ("100 euros in dollars" / "100 dollars in euros"), that differ in how
+many times they say "not", that turn a word into its opposite with a prefix ("lock" /
+"unlock", "advantages" / "disadvantages"), that swap which of two things is the source and
+which the target ("CSV to JSON" / "JSON to CSV", "fly from Seoul to Singapore" / "from
+Singapore to Seoul", "the tenant's duties to the landlord" / "the landlord's ... to the
+tenant") or let two things trade places around a verb ("dogs chase cats" / "cats chase
+dogs"), or that name two look-alike identifiers ("strlen" / "strlne": no English words, a
+letter replaced or two swapped; "Pro+" / "Pro") do not share an answer whatever their
+wording. Each check names the clash it found.
 Numbers compare by value ("two weeks" = "14 days", "2,000" = "2000"); a unit on one side
 only ("7pm" / "seven") is no clash, and neither is a class (dates, units, identifiers) that
 only one side names: "in 2 days" / "soon" goes on to the verifier. Two conversations
@@ -23,22 +26,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cache.keys import TURN_SEP
-from cache.lexicon import DATE_WORDS, FUNCTION_WORDS
+from cache.lexicon import DATE_WORDS, FUNCTION_WORDS, UNIT
 from cache.question import Question, edits, entities, is_word, read, stem
 
 CheckReason = Literal["numbers", "units", "dates", "identifiers", "names", "negation",
                       "opposite", "swapped", "lookalike"]
-UNITS = frozenset("""kg kilo kilos kilogram kilograms g gram grams mg lb lbs pound pounds oz ounce
-    ounces km kilometre kilometres kilometer kilometers mile miles m metre metres meter meters cm
-    centimetre centimetres mm inch inches ft foot feet yard yards l litre litres liter liters ml
-    gallon gallons pint pints cup cups tablespoon tablespoons teaspoon teaspoons mph kph kmh
-    celsius fahrenheit kelvin c f percent gb mb kb tb ghz mhz hz kw kwh w watt watts volt volts
-    dollar dollars usd euro euros eur pound sterling gbp yen jpy cents acre acres hectare hectares
-    calorie calories kcal joule joules""".split())
 NEGATING_PREFIXES = ("un", "dis", "in", "im", "il", "ir", "non")
 TOWARD = frozenset("to into onto towards toward".split())  # the next word is a target
 AWAY = frozenset("from off".split())  # the next word is a source
 DETERMINERS = frozenset("a an the my your his her their our its this that".split())
+SYMMETRIC = frozenset("vs versus".split())  # "A vs B" asks what "B vs A" asks
 
 
 @dataclass(frozen=True)
@@ -51,19 +48,31 @@ class Clash:
 
 
 def _value_and_unit(token: str) -> tuple[str, str]:
-    m = re.match(r"([0-9.]+)(.*)", token)
+    m = re.match(r"(-?[0-9.]+)(.*)", token)
     return (m.group(1), m.group(2)) if m else (token, "")
 
 
 def _numbers_differ(a: list[str], b: list[str]) -> bool:
-    """Unequal lists, where a unit on one side only ("7pm" / "seven") is allowed."""
+    """Unequal lists, where a unit on one side only ("7pm" / "seven") is allowed, but a
+    unit both sides name must go with the same values ("15% of 80" / "80% of 15")."""
     if len(a) != len(b):
         return True
     for x, y in zip(a, b, strict=True):
         (vx, ux), (vy, uy) = _value_and_unit(x), _value_and_unit(y)
         if vx != vy or (ux and uy and ux != uy):
             return True
-    return False
+    carried_a, carried_b = _carried(a), _carried(b)
+    return any(carried_a[u] != carried_b[u] for u in carried_a.keys() & carried_b.keys())
+
+
+def _carried(numbers: list[str]) -> dict[str, list[str]]:
+    """Each unit -> the values that carry it."""
+    out: dict[str, list[str]] = {}
+    for n in numbers:
+        value, unit = _value_and_unit(n)
+        if unit:
+            out.setdefault(unit, []).append(value)
+    return out
 
 
 def _named(q: Question, words: frozenset[str]) -> set[str]:
@@ -71,9 +80,11 @@ def _named(q: Question, words: frozenset[str]) -> set[str]:
 
 
 def _identifiers(q: Question) -> set[str]:
-    """Codes mixing letters and digits ("e04", "ipv6", "ba117"), as written."""
-    return {t for t in q.tokens if re.search(r"[a-z]", t) and re.search(r"[0-9]", t)
-            and not re.fullmatch(r"[0-9.]+(?:st|nd|rd|th|s|am|pm|k|m|x|d|h)?", t)}
+    """Codes mixing letters and digits ("e04", "ipv6", "ba117"), as written, and operators
+    ("!=", "==="), and names ending in "+" or "#" ("c++", "c#")."""
+    return {t for t in q.tokens if (re.search(r"[a-z]", t) and re.search(r"[0-9]", t)
+            and not re.fullmatch(r"-?[0-9.]+(?:st|nd|rd|th|s|am|pm|k|m|x|d|h)?", t))
+            or not re.search(r"[a-z0-9]", t) or t[-1] in "+#"}
 
 
 def _disjoint_sets(a: set[str], b: set[str]) -> bool:
@@ -105,7 +116,8 @@ def _opposite(a: Question, b: Question) -> tuple[str, str] | None:
 def _roles(q: Question) -> tuple[dict[str, str], dict[str, str]]:
     """(sources, targets), stem -> word: the word after "from" or "off" is a source, the
     word after "to", "into", "onto" or "towards" a target and the content word right before
-    it a source ("CSV to JSON"); determiners in between are skipped."""
+    it a source ("CSV to JSON"), as is that word's owner ("the tenant's duties to the
+    landlord"); determiners in between are skipped."""
     sources, targets = {}, {}
     for i, token in enumerate(q.tokens):
         if token not in TOWARD and token not in AWAY:
@@ -118,6 +130,8 @@ def _roles(q: Question) -> tuple[dict[str, str], dict[str, str]]:
         (targets if token in TOWARD else sources)[stem(q.tokens[j])] = q.tokens[j]
         if token in TOWARD and i > 0 and q.tokens[i - 1] not in FUNCTION_WORDS:
             sources[stem(q.tokens[i - 1])] = q.tokens[i - 1]
+            if i > 2 and q.tokens[i - 2] == "s" and q.tokens[i - 3] not in FUNCTION_WORDS:
+                sources[stem(q.tokens[i - 3])] = q.tokens[i - 3]
     return sources, targets
 
 
@@ -133,11 +147,34 @@ def _swapped(a: Question, b: Question) -> tuple[str, str] | None:
     return None
 
 
+def _transposed(a: Question, b: Question) -> tuple[str, str] | None:
+    """The same content words, two of them trading places around a word that stays: "why
+    do dogs chase cats" / "why do cats chase dogs", "what does the employer owe the
+    employee" / "the employee owe the employer". Next to each other they may be a
+    rewording ("how is APR calculated" / "how do I calculate APR"); "vs" joins two
+    things either way round."""
+    words_a = [w for w in a.content if w not in SYMMETRIC]
+    words_b = [w for w in b.content if w not in SYMMETRIC]
+    stems_a, stems_b = [stem(w) for w in words_a], [stem(w) for w in words_b]
+    if len(stems_a) < 3 or sorted(stems_a) != sorted(stems_b):
+        return None
+    moved = [i for i, (x, y) in enumerate(zip(stems_a, stems_b, strict=True)) if x != y]
+    if len(moved) != 2 or moved[1] - moved[0] < 2:
+        return None
+    i, j = moved
+    return (words_a[i], words_b[i]) if stems_a[i] == stems_b[j] else None
+
+
 def _lookalike(a: Question, b: Question) -> tuple[str, str] | None:
     """A word on each side, neither an English word nor on the other side, of one length
     and one edit apart (a letter replaced, two swapped): two identifiers ("memcpy" /
-    "mecmpy"). A misspelt English word was mended before (cache/typos.py)."""
+    "mecmpy"). A misspelt English word was mended before (cache/typos.py). Or a name with
+    a "+" or "#" on one side that the other names without it ("Pro+" / "Pro", "C++" / "C")."""
     words_a, words_b = set(a.content), set(b.content)
+    for own, other, flip in ((words_a, words_b, False), (words_b, words_a, True)):
+        for word in sorted(own - other):
+            if (base := word.rstrip("+#")) != word and base in other:
+                return (base, word) if flip else (word, base)
     own_a = [w for w in words_a - words_b if len(w) >= 3 and not is_word(w)]
     own_b = [w for w in words_b - words_a if len(w) >= 3 and not is_word(w)]
     for x in sorted(own_a):
@@ -150,11 +187,12 @@ def _lookalike(a: Question, b: Question) -> tuple[str, str] | None:
 def clash(cached: str, new: str) -> Clash | None:
     """The first exact check `new` fails against `cached`, or None when all pass."""
     a, b = read(cached), read(new)
-    if _numbers_differ(a.numbers, b.numbers):
-        return Clash("numbers", tuple(a.numbers), tuple(b.numbers))
-    units_a, units_b = _named(a, UNITS), _named(b, UNITS)
+    units_a = {UNIT[t] for t in a.tokens if t in UNIT}
+    units_b = {UNIT[t] for t in b.tokens if t in UNIT}
     if units_a != units_b and units_a and units_b:
         return Clash("units", tuple(sorted(units_a)), tuple(sorted(units_b)))
+    if _numbers_differ(a.numbers, b.numbers):
+        return Clash("numbers", tuple(a.numbers), tuple(b.numbers))
     dates_a, dates_b = _named(a, DATE_WORDS), _named(b, DATE_WORDS)
     if _disjoint_sets(dates_a, dates_b):
         return Clash("dates", tuple(sorted(dates_a)), tuple(sorted(dates_b)))
@@ -164,7 +202,7 @@ def clash(cached: str, new: str) -> Clash | None:
     if a.negations != b.negations:
         return Clash("negation", (str(a.negations),), (str(b.negations),))
     for reason, check in (("opposite", _opposite), ("swapped", _swapped),
-                          ("lookalike", _lookalike)):
+                          ("swapped", _transposed), ("lookalike", _lookalike)):
         if (found := check(a, b)) is not None:
             return Clash(reason, (found[0],), (found[1],))
     return None

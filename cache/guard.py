@@ -3,12 +3,14 @@
 Cosine similarity alone cannot: "cancel my subscription" / "do NOT cancel my subscription"
 score 0.97+, above many true rewordings. Every candidate goes through two stages:
 
-1. exact checks (cache/checks.py): different numbers, units, dates or identifiers, a
-   "not" on one side only, a word against its prefixed opposite, swapped source and
-   target, or two look-alike identifiers reject at once, whatever the wording;
+1. exact checks (cache/checks.py): different numbers (with their signs and units),
+   units, dates, identifiers or operators, a "not" on one side only, a word against its
+   prefixed opposite, swapped source and target or two things trading places, or two
+   look-alike identifiers reject at once, whatever the wording;
 2. the pair verifier (cache/pair_model.py), a cross-encoder that reads both questions
-   together in both orders, serves the candidate when its score reaches the threshold
-   chosen by cross-validation (at most 1% of held-out near misses served).
+   together in both orders, without the greetings and thanks around them, serves the
+   candidate when its score reaches the threshold chosen by cross-validation (at most 1%
+   of held-out near misses served).
 
 Both stages read the questions with their typos mended (cache/typos.py: a misspelt word
 takes the spelling of the one English word it is one edit from on the other side). Two
@@ -33,7 +35,7 @@ from cache import pair_model
 from cache.checks import Clash, any_clash
 from cache.keys import TURN_SEP
 from cache.pair_model import PairModel
-from cache.question import normal_form, read
+from cache.question import normal_form, read, without_fillers
 from cache.typos import mend_typos
 
 log = logging.getLogger("headstart.cache")
@@ -161,5 +163,8 @@ def _clause_moved(a: str, b: str) -> bool:
 
 
 def model_text(verify_text: str) -> str:
-    """What the pair model reads of a verify text: a conversation's turns one per line."""
-    return verify_text.replace(TURN_SEP, "\n")
+    """What the pair model reads of a verify text: the question without the greetings and
+    thanks around it (`without_fillers`: "hey there! ... any idea?" made the verifier
+    serve near misses), then a conversation's turns, one per line."""
+    question, *turns = verify_text.split(TURN_SEP)
+    return "\n".join([without_fillers(question), *turns])

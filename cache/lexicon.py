@@ -36,10 +36,11 @@ FILLER_PHRASES = (
     r"many thanks", r"thank you( so much| very much)?", r"thanks (a lot|so much)",
     r"sorry,? (silly|stupid|dumb) question,?( but)?", r"quick question,?", r"if you (can|could)",
     r"i was wondering,?", r"can you tell me", r"could you tell me", r"do you know",
-    r"(hi|hello|hey) there", r"excuse me", r"sorry to bother you", r"just wondering",
+    r"(hi|hello|hey) there", r"excuse me", r"sorry to bother you(,? but)?", r"just wondering",
     r"i wanted to ask", r"i'd like to know", r"can i ask", r"much appreciated",
     r"thanks in advance", r"any idea", r"if possible", r"how do i do that",
-    r"what steps do i take",
+    r"what steps do i take", r"just curious,?", r"good morning", r"one more thing:?",
+    r"please tell me:?", r"if you know", r"can you help(?=\?)", r"asap",
 )
 
 # Generic rewordings of the same request, rewritten to one form before reading a question.
@@ -93,3 +94,21 @@ DATE_WORDS = frozenset(
     weekly monthly yearly annual annually daily hourly""".split()
 )
 
+# Units of quantity, each written one way (its first form): "2.5 litres" reads as 2.5l, and a
+# number followed by one carries it ("100 euros" / "100 dollars" differ).
+UNIT = {word: forms.split()[0] for forms in """kg kilo kilos kilogram kilograms
+    g gram grams|mg milligram milligrams|lb lbs pound pounds|oz ounce ounces
+    km kilometre kilometres kilometer kilometers|mile miles|m metre metres meter meters
+    cm centimetre centimetres|mm millimetre millimetres|inch inches|ft foot feet|yard yards
+    l litre litres liter liters|ml millilitre millilitres milliliter milliliters
+    gallon gallons|pint pints|cup cups|tbsp tablespoon tablespoons|tsp teaspoon teaspoons
+    mph|kph kmh|c celsius|f fahrenheit|kelvin|percent|gb|mb|kb|tb|ghz|mhz|hz|kw|kwh
+    w watt watts|volt volts|usd dollar dollars|eur euro euros|gbp sterling|jpy yen|cent cents
+    acre acres|hectare hectares|kcal calorie calories|joule joules""".replace("\n", "|").split("|")
+    for word in forms.split()}
+
+# Programming words no dictionary lists: read as words, never mended ("int" is no typo of "into").
+CODE_WORDS = frozenset(
+    "int ints str bool boolean enum const def len dict dicts args kwargs param params async "
+    "await iter stdin stdout stderr println printf malloc calloc realloc sizeof typeof".split()
+)

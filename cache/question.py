@@ -19,6 +19,7 @@ from wordnet_lookup.find_wordnet import _hash_exists  # exact lookup (pinned 1.3
 
 from cache.keys import TURN_SEP
 from cache.lexicon import (
+    CODE_WORDS,
     CONTRACTIONS,
     FILLER_PHRASES,
     FILLERS,
@@ -26,9 +27,15 @@ from cache.lexicon import (
     NEGATORS,
     NUMBER_WORDS,
     REWRITES,
+    UNIT,
 )
 
-TOKEN = re.compile(r"[a-z]+[0-9]*[a-z0-9]*|[0-9]+(?:\.[0-9]+)?[a-z]*")
+# A word (with a "+" or "#" glued to its end: "c++", "pro+", "c#"), a number (signed where
+# the minus stands apart: "-144", not the range "2-3"), or a comparison operator standing
+# alone ("==", "!==", "&&").
+TOKEN = re.compile(r"[a-z]+[0-9]*[a-z0-9]*(?:\++|#)?(?![a-z0-9])"
+                   r"|(?:(?<![a-z0-9.])-)?[0-9]+(?:\.[0-9]+)?[a-z]*"
+                   r"|(?<![^\s'\"`(])(?:[!=<>]*=[!=<>]*|&&|\|\||<<|>>|->|=>)(?![^\s'\"`),.?;:])")
 _ENTITY = re.compile(r"\b(?:[A-Z][a-zA-Z0-9'&.-]*|[a-zA-Z]*[0-9][a-zA-Z0-9]*)\b")
 _FILLER_PHRASE = re.compile(r"\b(?:" + "|".join(FILLER_PHRASES) + r")\b")
 _REWRITES = [(re.compile(pattern), repl) for pattern, repl in REWRITES]
@@ -43,9 +50,9 @@ _FORTNIGHT = re.compile(r"\bfortnight\b")
 
 @lru_cache(maxsize=65536)
 def is_word(word: str) -> bool:
-    """An English word (WordNet's 88k lemmas, their plurals, or a function word). Checked
-    exactly first: "acess" is not read as the plural of "ace"."""
-    if word in FUNCTION_WORDS or _hash_exists(word):
+    """An English word (WordNet's 88k lemmas, their plurals, a function word, or a word of
+    code such as "int"). Checked exactly first: "acess" is not read as the plural of "ace"."""
+    if word in FUNCTION_WORDS or word in CODE_WORDS or _hash_exists(word):
         return True
     return word.endswith("s") and not word.endswith("ss") and is_wordnet_term(word)
 
@@ -105,11 +112,28 @@ def normalize(text: str) -> str:
     for pattern, repl in _REWRITES:
         t = pattern.sub(repl, t)
     t = re.sub(r"(?<=\d),(?=\d{3})", "", t)  # 2,000 -> 2000
+    t = re.sub(r"(?<=\d)\s*%", " percent", t)  # 15% -> 15 percent
+    t = re.sub(r"(?<=[a-z])\s+\+(?=[\s?.!,]|$)", "+", t)  # disney + -> disney+
     t = _NUMBER_HYPHEN.sub(r"\1 ", t)  # two-year -> two year, 5-star -> 5 star
     t = _FORTNIGHT.sub("14 days", t)
     t = _WEEKS.sub(lambda m: f"{_value(m.group(1)) * 7:g} days", t)
     t = re.sub(r"(?<=[a-z])-(?=[a-z])", "", t)  # wi-fi -> wifi, e-mail -> email
     return t
+
+
+_FILLER_WORD = rf"\b(?:{'|'.join(sorted(FILLERS))})\b(?=\s*(?:[,!.:;?]|$))"  # "um," not "well water"
+_GREETING = rf"(?:\b(?:{'|'.join(FILLER_PHRASES)})\b|{_FILLER_WORD}|:-?\))"
+_LEADING_FILLER = re.compile(rf"^(?:\s*{_GREETING}[\s,.!:;?-]*)+", re.IGNORECASE)
+_TRAILING_FILLER = re.compile(rf"(?<=[?.!])(?:[\s,.!:;-]*{_GREETING}[\s,.!?]*)+$",
+                              re.IGNORECASE)
+
+
+def without_fillers(text: str) -> str:
+    """`text` without the greetings, thanks and fillers before and after the question ("hey
+    there! what is X? any idea?" -> "what is X?"), otherwise as written: what the pair
+    verifier reads, since a filler on one side tells it nothing about the answer."""
+    bare = _TRAILING_FILLER.sub("", _LEADING_FILLER.sub("", text)).strip()
+    return bare or text
 
 
 @lru_cache(maxsize=65536)
@@ -129,10 +153,10 @@ def number(token: str) -> str | None:
     """The value of a number token ("two" -> "2", "7pm" -> "7pm", "3rd" -> "3"), else None."""
     if token in NUMBER_WORDS:
         return f"{NUMBER_WORDS[token]:g}"
-    m = re.match(r"^([0-9]+(?:\.[0-9]+)?)([a-z]*)$", token)
+    m = re.match(r"^(-?[0-9]+(?:\.[0-9]+)?)([a-z]*)$", token)
     if m:
         unit = m.group(2)
-        unit = "" if unit in ("st", "nd", "rd", "th", "s") else unit
+        unit = "" if unit in ("st", "nd", "rd", "th", "s") else UNIT.get(unit, unit)
         return f"{float(m.group(1)):g}{unit}"
     return None
 
@@ -154,6 +178,18 @@ def entities(text: str) -> set[str]:
     return out
 
 
+def _numbers(tokens: list[str]) -> list[str]:
+    """The value of each number token, with the unit the next token names when it has none
+    of its own: "100 euros" -> "100eur", so "100 euros" / "100 dollars" differ."""
+    out = []
+    for i, token in enumerate(tokens):
+        if (value := number(token)) is None:
+            continue
+        after = tokens[i + 1] if i + 1 < len(tokens) else ""
+        out.append(value + UNIT[after] if value[-1].isdigit() and after in UNIT else value)
+    return out
+
+
 @lru_cache(maxsize=4096)
 def read(text: str) -> Question:
     names = entities(text)
@@ -162,7 +198,7 @@ def read(text: str) -> Question:
         tokens.pop(0)
     while tokens and tokens[-1] in FILLERS:
         tokens.pop()
-    numbers = sorted(n for t in tokens if (n := number(t)) is not None)
+    numbers = sorted(_numbers(tokens))
     content = [t for t in tokens if t not in FUNCTION_WORDS and t not in FILLERS
                and t not in NEGATORS and number(t) is None]
     return Question(text=text, tokens=tokens, content=content, numbers=numbers,

@@ -1,7 +1,7 @@
 """The replay benchmark: question families asked in several wordings over time, through the
 semantic cache with each judge, hit rate and wrong-hit rate against the number of requests.
 
-    python -m bench.cache.replay [--streams families,heldout] [--families 200]
+    python -m bench.cache.replay [--streams families,heldout[,fow]] [--families 200]
                                  [--judges none,agreement,upstream,oracle] [--seed 7]
                                  [--out bench/results/replay] [--answers FILE]
 
@@ -31,7 +31,13 @@ from pathlib import Path
 
 from bench.cache.replay_model import BundledModel
 from bench.cache.replay_report import Step, write_report
-from bench.cache.replay_streams import Asking, family_stream, heldout_stream, same_answer_askings
+from bench.cache.replay_streams import (
+    Asking,
+    family_stream,
+    fow_stream,
+    heldout_stream,
+    same_answer_askings,
+)
 from cache.agreement import AgreementJudge
 from cache.embedder import Embedder
 from cache.grey import GreyPair
@@ -114,7 +120,8 @@ async def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     judges = args.judges.split(",")
     streams = {"families": lambda: family_stream(args.families, args.seed),
-               "heldout": lambda: heldout_stream(args.seed)}
+               "heldout": lambda: heldout_stream(args.seed),
+               "fow": lambda: fow_stream(args.seed)}
     chosen = {name: streams[name]() for name in args.streams.split(",")}
     model = None
     answers: dict[str, str] = {}

@@ -14,6 +14,8 @@ sources kept apart.
   I reset my password?" are two pairs' `a`): each pair is asked in a namespace of its own,
   so only labelled pairs meet, while the route's budget pools them all. Few wordings per
   meaning: what a judge can add here is small by construction.
+- `fow`: fow-cache's 600 labelled pairs (the `fow-cache` package, CC BY 4.0), asked as
+  `heldout` asks its pairs: a public set that none of the exact checks was written against.
 
 Every asking is a distinct text (an exact repeat would be an exact-cache hit for every arm
 alike); the order is drawn once per seed, a meaning's first wording first for `heldout`
@@ -79,6 +81,13 @@ def heldout_stream(seed: int = 7, paths: tuple[Path, ...] = HELDOUT) -> list[Ask
             timed += zip(times, [Asking(pair["a"], a, "question", ns), *later], strict=True)
     timed.sort(key=lambda t: t[0])
     return _distinct([asking for _, asking in timed])
+
+
+def fow_stream(seed: int = 7) -> list[Asking]:
+    """fow-cache's labelled pairs, asked as `heldout_stream` asks the held-out sets."""
+    from cache.eval import default_pairs
+
+    return heldout_stream(seed, (default_pairs(),))
 
 
 def near_repeat(text: str, rnd: random.Random) -> str:

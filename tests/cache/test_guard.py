@@ -35,6 +35,25 @@ guard = Guard()
      (("json",), ("csv",))),
     ("What does memcpy return?", "What does mecmpy return?", "lookalike",
      (("memcpy",), ("mecmpy",))),
+    # a unit goes with its number, a sign with its value, an operator or a "+" names a thing
+    ("How many euros is 100 dollars?", "How many dollars is 100 euros?", "numbers",
+     (("100usd",), ("100eur",))),
+    ("What is 80% of 15?", "What is 15% of 80?", "numbers",
+     (("15", "80percent"), ("15percent", "80"))),
+    ("What is the square root of 144?", "What is the square root of -144?", "numbers",
+     (("144",), ("-144",))),
+    ("What's the difference between == and === in JavaScript?",
+     "What's the difference between != and !== in JavaScript?", "identifiers",
+     (("==", "==="), ("!=", "!=="))),
+    ("How firm is the Slumbra Cloud+ mattress?", "How firm is the Slumbra Cloud mattress?",
+     "lookalike", (("cloud+",), ("cloud",))),
+    # an owner's duties, a C type, two things trading places around a verb
+    ("What are the landlord's duties to the tenant?",
+     "What are the tenant's duties to the landlord?", "swapped", (("tenant",), ("landlord",))),
+    ("How do I cast a float to an int in C?", "How do I cast an int to a float in C?",
+     "swapped", (("int",), ("float",))),
+    ("Why do dogs chase cats?", "um, why do cats chase dogs? cheers", "swapped",
+     (("dogs",), ("cats",))),
 ])
 def test_exact_checks_reject_by_name(cached, new, reason, said):
     verdict = guard.check(cached, new)
@@ -84,6 +103,9 @@ def test_words_moved_inside_a_clause_are_not(cached, new):
     ("Do kitchens need a GFCI outlet?", "Are GFCIs required in a kitchen?"),
     ("How do I improve my strenght?", "How can I improve my strength?"),
     ("How do I report my income?", "Where do I report what came in?"),
+    ("HSA vs FSA", "FSA vs HSA"),  # "vs" either way round
+    ("How is APR calculated?", "How do you calculate APR?"),  # neighbours trade places
+    ("Convert 5 km to miles", "How many miles is 5 km?"),  # 5 km either way
 ])
 def test_rewordings_pass_the_exact_checks(cached, new):
     assert clash(cached, new) is None
@@ -99,6 +121,17 @@ def test_the_verifier_rejects_near_misses(cached, new):
     verdict = guard.check(cached, new)
     assert (verdict.ok, verdict.reason) == (False, "verifier")
     assert verdict.score is not None and verdict.score < guard.threshold()
+
+
+@pytest.mark.parametrize(("cached", "new"), [
+    ("How can I increase my internet upload speed?",
+     "one more thing: how can I limit my internet upload speed? :)"),
+    ("How heavy is the MacBook Air?", "hey there! how thick is the MacBook Air? any idea?"),
+])
+def test_greetings_and_thanks_do_not_sway_the_verifier(cached, new):
+    # with them it scored these 0.998-0.999, as if a filler meant the same question
+    verdict = guard.check(cached, new)
+    assert (verdict.ok, verdict.reason) == (False, "verifier")
 
 
 def test_the_verdict_is_the_same_whichever_question_came_first():

@@ -20,6 +20,8 @@ from cache.typos import mend_typos
      ("Reset my password", "reset my password")),
     ("Is the Museum open?", "is the Musuem open?",
      ("Is the Museum open?", "is the Museum open?")),
+    ("Why did the Roman Empire fall?", "Why did the Roman Empirre fall?",  # a slip in a name
+     ("Why did the Roman Empire fall?", "Why did the Roman Empire fall?")),
     # a word split in two
     ("Is rice left out over night safe?", "Is rice left out overnight safe?",
      ("Is rice left out overnight safe?", "Is rice left out overnight safe?")),
@@ -38,6 +40,7 @@ def test_a_misspelt_word_takes_the_other_sides_spelling(cached, new, mended):
     ("Zorvex pricing", "Zorvax pricing"),  # no English word on either side
     ("Do you sell bats or cats?", "Do you sell bat or cats?"),  # "bat" is a word
     ("Compare the rate and the race", "Compare the rate and the rave"),  # all words
+    ("Is the Pelago Trek covered?", "Is the Pelago Trak covered?"),  # a letter replaced in a name
 ])
 def test_identifiers_names_and_real_words_stay_as_written(cached, new):
     assert mend_typos(cached, new) == (cached, new)
