@@ -144,16 +144,20 @@ class LLMEngine:
     def _interruption(self, out: SchedulerOutput) -> Callable[[], bool] | None:
         """The check a step holding work of a class below the default makes between
         layers: whether a request has arrived since the step began that ranks above some
-        of its work and below none of it (its own class's tokens in the step are computed
-        again in the next). None for any other step, which then runs uncut."""
+        of its work and below none of it, and above every class whose prompt it reads (its
+        own class's decodes in the step are computed again in the next; a prompt of its
+        own class is not thrown away for it: the two would then share one longer step).
+        None for any other step, which then runs uncut."""
         if not self.scheduler.policy.by_priority:
             return None
         classes = [item.seq.priority for item in out.scheduled]
         worst, best = max(classes), min(classes)
         if worst <= 0:
             return None
+        reading = min((item.seq.priority for item in out.scheduled if item.num_new_tokens > 1),
+                      default=worst + 1)
         return lambda: (self.best_arrival is not None and self.best_arrival < worst
-                        and self.best_arrival <= best)
+                        and self.best_arrival <= best and self.best_arrival < reading)
 
     def step(self) -> list[GenerationDelta]:
         """Schedule, run the model once, and return a delta per sequence that got a token."""

@@ -130,16 +130,17 @@ class SchedulingPolicy:
         return True
 
     @staticmethod
-    def defer_worse_classes(plan: StepPlan, floor: int, oldest: Sequence | None,
+    def defer_worse_classes(plan: StepPlan, floor: int, keeps: Sequence | None,
                             block_size: int) -> None:
         """In a step where class `floor` reads a prompt, worse classes wait (their decodes
         and chunks planned earlier go back to the budget, the blocks they took stay theirs):
-        the better class's first token then costs what it costs on an idle engine, and a
-        worse class loses one step per such prompt. The oldest request keeps a block's
-        worth of its tokens: the starvation guarantee holds however many better prompts
-        arrive."""
+        the better class's first token then costs what it costs on an idle engine (one
+        decode beside a 256-token prompt adds 10%), and a worse class loses one step per
+        such prompt. `keeps` (the oldest request, when it waited out the step before) keeps
+        a block's worth of its tokens: the starvation guarantee holds however many better
+        prompts arrive."""
         for seq in [s for s in plan.tokens if s.priority > floor]:
-            keep = min(plan.tokens[seq], block_size) if seq is oldest else 0
+            keep = min(plan.tokens[seq], block_size) if seq is keeps else 0
             plan.budget += plan.tokens[seq] - keep
             if keep:
                 plan.tokens[seq] = keep

@@ -21,7 +21,8 @@ so a better class is admitted before a worse one's prefill chunk takes the budge
 waiting request of a better class that finds the running set full, or the pool short of
 its first chunk, preempts the running request that ranks last; short of budget only, it
 takes a worse class's tokens instead, which wait a step. A step in which a better class
-reads a prompt carries no worse class's tokens (but a block of the oldest request's), and
+reads a prompt carries no worse class's tokens (but a block of the oldest request's when
+it waited out the step before: it never waits two in a row), and
 the classes below the default read their prompts in steps apart from their decodes, so
 the step a better class arrives during is short (and it may be cut: LLMEngine.note_arrival).
 """
@@ -55,6 +56,7 @@ class Scheduler:
         self.num_preemptions = 0  # every preemption, both causes
         self.num_priority_preemptions = 0  # of them, a better class taking the room
         self._low_prompt_turn = False  # `alternate_low_classes`: whose turn it was last
+        self._oldest_waited: Sequence | None = None  # deferred in the last step (`priority`)
 
     def add(self, seq: Sequence) -> None:
         seq.status = SequenceStatus.WAITING
@@ -222,8 +224,13 @@ class Scheduler:
                 floor = seq.priority if floor is None else min(floor, seq.priority)
                 if seq.priority > 0 and seq.num_uncomputed_tokens > 1:
                     low_left -= min(plan.tokens[seq], low_left)
-        if floor is not None:
-            self.policy.defer_worse_classes(plan, floor, oldest, self.kv.block_size)
+        waited = None
+        if floor is not None:  # the oldest waits out at most one such step in a row
+            keeps = oldest if oldest is self._oldest_waited else None
+            planned = oldest in plan.tokens
+            self.policy.defer_worse_classes(plan, floor, keeps, self.kv.block_size)
+            waited = oldest if planned and oldest not in plan.tokens else None
+        self._oldest_waited = waited
 
     def _admit(self, plan: StepPlan, seq: Sequence, pending: set[int],
                oldest: Sequence | None, cap: int | None = None) -> bool:

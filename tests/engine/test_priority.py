@@ -54,7 +54,8 @@ def test_a_better_class_displaces_the_last_ranked_when_the_running_set_is_full()
     add(sched, "chat", 0, 2.0)
     out = step(sched)
     assert names(out.preempted) == ["batch"]  # not `old`: the oldest is never displaced
-    assert new_tokens(out) == {"old": 1, "chat": 4}
+    assert new_tokens(out) == {"chat": 4}  # the oldest waits out the chat's prompt step
+    assert new_tokens(step(sched)) == {"old": 1, "chat": 1}
     assert batch.status is SequenceStatus.WAITING and batch.block_table == []
     assert (sched.num_preemptions, sched.num_priority_preemptions) == (1, 1)
     assert names(sched.running) == ["old", "chat"] and old.num_preemptions == 0
@@ -70,9 +71,10 @@ def test_a_better_class_takes_the_budget_of_worse_decodes_which_wait_a_step():
     add(sched, "chat", 0, 9.0, num_tokens=3)
     out = step(sched)
     # batch2's decode waits (no preemption, nothing to recompute), then batch1's too: a step
-    # reading a better class's prompt carries no worse class's tokens but the oldest's
+    # reading a better class's prompt carries no worse class's tokens, and the oldest's only
+    # when it waited out the step before
     assert out.preempted == [] and sched.num_preemptions == 0
-    assert new_tokens(out) == {"batch0": 1, "chat": 2}
+    assert new_tokens(out) == {"chat": 3}
     assert all(b.status is SequenceStatus.RUNNING for b in batch)
     assert new_tokens(step(sched)) == {"batch0": 1, "batch1": 1, "batch2": 1}
     sched.check()
@@ -139,24 +141,28 @@ def test_a_better_class_reads_its_prompt_first_and_alone():
     assert new_tokens(step(sched)) == {"old": 1}
     add(sched, "chat", 0, 2.0, num_tokens=6)
     add(sched, "chat-2", 0, 2.5, num_tokens=20)
-    # the chats' prompts beside the oldest's decode only; batch reads nothing while a
-    # better class reads, even with budget left (the chats' steps stay as short as on an
-    # idle engine)
-    assert new_tokens(step(sched)) == {"old": 1, "chat": 6, "chat-2": 9}
-    assert new_tokens(step(sched)) == {"old": 1, "chat": 1, "chat-2": 11}
+    # the chats' prompts alone; batch reads nothing while a better class reads, even with
+    # budget left (the chats' steps stay as short as on an idle engine), and the oldest
+    # waits out one such step, never two in a row
+    assert new_tokens(step(sched)) == {"chat": 6, "chat-2": 10}
+    assert new_tokens(step(sched)) == {"old": 1, "chat": 1, "chat-2": 10}
     assert new_tokens(step(sched)) == {"chat": 1, "chat-2": 1, "batch": 4}
     assert new_tokens(step(sched)) == {"old": 1, "chat": 1, "chat-2": 1}
     assert batch.status is SequenceStatus.RUNNING
 
 
-def test_the_oldest_reads_one_block_of_its_prompt_beside_a_better_class():
+def test_the_oldest_never_waits_two_steps_in_a_row_for_a_better_class():
     sched = make(budget=64, max_num_seqs=4)
     add(sched, "old", 10, 0.0, num_tokens=100, max_tokens=1)
     assert new_tokens(step(sched)) == {"old": 16}  # 64 // 4
-    add(sched, "chat", 0, 1.0, num_tokens=20)
-    # never starved, yet the chat's step stays short: a block of the oldest's prompt
-    assert new_tokens(step(sched)) == {"old": 4, "chat": 20}
-    assert new_tokens(step(sched)) == {"chat": 1, "old": 16}
+    add(sched, "chat0", 0, 1.0, num_tokens=20)
+    assert new_tokens(step(sched)) == {"chat0": 20}  # the chat's prompt alone
+    add(sched, "chat1", 0, 2.0, num_tokens=20)
+    # never starved, yet the chats' steps stay short: a block of the oldest's prompt
+    assert new_tokens(step(sched)) == {"chat0": 1, "old": 4, "chat1": 20}
+    add(sched, "chat2", 0, 3.0, num_tokens=20)
+    assert new_tokens(step(sched)) == {"chat0": 1, "chat1": 1, "chat2": 20}
+    assert new_tokens(step(sched))["old"] == 16
 
 
 def test_the_oldest_request_runs_whatever_its_priority():

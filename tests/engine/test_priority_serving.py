@@ -33,8 +33,10 @@ def test_a_better_class_finishes_before_a_worse_one_that_arrived_earlier(smollm_
                 finished.append(done)
         waves[policy] = finished
     assert waves["fcfs"] == [["batch-1", "batch-2"], ["batch-3", "chat"]]
-    # batch-1 is the oldest and keeps a slot; chat takes the other, ahead of batch-2
-    assert waves["priority"] == [["batch-1", "chat"], ["batch-2", "batch-3"]]
+    # batch-1 is the oldest and keeps a slot (it waits out the chat's prompt step, one
+    # step, so the chat's last token comes a step ahead of its own); chat takes the other,
+    # ahead of batch-2
+    assert waves["priority"] == [["chat"], ["batch-1"], ["batch-2"], ["batch-3"]]
 
 
 def test_a_batch_step_stops_between_layers_when_a_better_class_arrives(smollm_bf16):
@@ -69,6 +71,31 @@ def test_a_batch_step_stops_between_layers_when_a_better_class_arrives(smollm_bf
     llm, got = run(cut=True)
     assert got == expected  # the chat's steps are not cut
     assert llm.num_interrupted_steps == llm.stats().num_interrupted_steps == 1
+
+
+def test_a_step_reading_a_prompt_of_the_arrivals_class_runs_on(smollm_bf16):
+    """A chat arriving while another chat's prompt is read beside batch work waits for
+    that step instead of throwing the prompt away (the two would then share a longer
+    step); a batch decode alone in a step would still be cut."""
+    ids = smollm_bf16.tokenizer.encode("Rivers carve valleys over thousands of years. " * 20)
+    greedy = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
+    llm = LLMEngine(EngineConfig(num_kv_blocks=64, scheduling_policy="priority"),
+                    loaded=tuple(smollm_bf16))
+    batch = llm.make_sequence(ids[:20], greedy, "batch")
+    batch.priority = 10
+    llm.add_sequence(batch)
+    llm.step()  # the batch request's prompt: it decodes from now on
+    llm.add_sequence(llm.make_sequence(ids[:30], greedy, "chat-1"))
+    assert {d.request_id for d in llm.step()} == {"chat-1"}  # the oldest waits one step
+    llm.add_sequence(llm.make_sequence(ids[:120], greedy, "chat-2"))
+    hook = llm.runner.model.layers[3].register_forward_pre_hook(lambda *_: llm.note_arrival(0))
+    deltas = llm.step()  # chat-2's prompt beside the decodes of chat-1 and of the oldest
+    assert not llm.step_interrupted
+    assert {d.request_id for d in deltas} == {"batch", "chat-1", "chat-2"}
+    llm.abort("chat-1"), llm.abort("chat-2")
+    assert llm.step() == [] and llm.step_interrupted  # the batch decode alone: cut
+    hook.remove()
+    assert llm.num_interrupted_steps == 1
 
 
 def test_the_scheduling_policy_flag_and_its_bad_values():
