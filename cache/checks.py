@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cache.keys import TURN_SEP
-from cache.lexicon import DATE_WORDS, FUNCTION_WORDS, UNIT
+from cache.lexicon import DATE_WORDS, FUNCTION_WORDS, UNITS
 from cache.question import Question, edits, entities, is_word, read, stem
 
 CheckReason = Literal["numbers", "units", "dates", "identifiers", "names", "negation",
@@ -187,8 +187,7 @@ def _lookalike(a: Question, b: Question) -> tuple[str, str] | None:
 def clash(cached: str, new: str) -> Clash | None:
     """The first exact check `new` fails against `cached`, or None when all pass."""
     a, b = read(cached), read(new)
-    units_a = {UNIT[t] for t in a.tokens if t in UNIT}
-    units_b = {UNIT[t] for t in b.tokens if t in UNIT}
+    units_a, units_b = _named(a, UNITS), _named(b, UNITS)  # as written: "f" / "fahrenheit"
     if units_a != units_b and units_a and units_b:
         return Clash("units", tuple(sorted(units_a)), tuple(sorted(units_b)))
     if _numbers_differ(a.numbers, b.numbers):

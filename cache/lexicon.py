@@ -97,15 +97,16 @@ DATE_WORDS = frozenset(
 # Units of quantity, each written one way (its first form): "2.5 litres" reads as 2.5l, and a
 # number followed by one carries it ("100 euros" / "100 dollars" differ).
 UNIT = {word: forms.split()[0] for forms in """kg kilo kilos kilogram kilograms
-    g gram grams|mg milligram milligrams|lb lbs pound pounds|oz ounce ounces
+    g gram grams|mg|lb lbs pound pounds|oz ounce ounces
     km kilometre kilometres kilometer kilometers|mile miles|m metre metres meter meters
-    cm centimetre centimetres|mm millimetre millimetres|inch inches|ft foot feet|yard yards
-    l litre litres liter liters|ml millilitre millilitres milliliter milliliters
-    gallon gallons|pint pints|cup cups|tbsp tablespoon tablespoons|tsp teaspoon teaspoons
+    cm centimetre centimetres|mm|inch inches|ft foot feet|yard yards
+    l litre litres liter liters|ml|gallon gallons|pint pints|cup cups
+    tablespoon tablespoons|teaspoon teaspoons
     mph|kph kmh|c celsius|f fahrenheit|kelvin|percent|gb|mb|kb|tb|ghz|mhz|hz|kw|kwh
-    w watt watts|volt volts|usd dollar dollars|eur euro euros|gbp sterling|jpy yen|cent cents
+    w watt watts|volt volts|usd dollar dollars|eur euro euros|gbp sterling|jpy yen|cents
     acre acres|hectare hectares|kcal calorie calories|joule joules""".replace("\n", "|").split("|")
     for word in forms.split()}
+UNITS = frozenset(UNIT)
 
 # Programming words no dictionary lists: read as words, never mended ("int" is no typo of "into").
 CODE_WORDS = frozenset(
