@@ -5,7 +5,8 @@
 // At batch 1 the Python path issues ~15 calls per layer, each a few microseconds of
 // interpreter and module dispatch: about a third of the step. The layer logic stays in
 // engine/model.py; this is its decode specialisation (tests/engine/test_decode_kernels.py
-// checks that both give bit-identical hidden states).
+// checks that both give bit-identical hidden states). A step of worse priority classes may
+// stop between layers when a better request arrives, as the Python path does.
 
 #include <ATen/ATen.h>
 
@@ -49,7 +50,8 @@ at::Tensor decode_layers(const at::Tensor& embedded, const std::vector<at::Tenso
                          const at::Tensor& sin, const at::Tensor& kv_cache,
                          const at::Tensor& slots, const at::Tensor& tables,
                          const at::Tensor& context_lens, double scale, int64_t num_heads,
-                         int64_t num_kv_heads, int64_t int4_rows) {
+                         int64_t num_kv_heads, int64_t int4_rows, const at::Tensor& arrival,
+                         int64_t cut_below) {
   const int64_t layers = kv_cache.size(0);
   TORCH_CHECK(static_cast<int64_t>(w.size()) == layers * kSlotsPerLayer,
               "expected ", kSlotsPerLayer, " tensors per layer");
@@ -60,7 +62,11 @@ at::Tensor decode_layers(const at::Tensor& embedded, const std::vector<at::Tenso
   at::Tensor residual = embedded.to(at::kFloat);
   at::Tensor h = rms_norm(embedded, w[kInputNorm], eps);
   at::Tensor mlp_out;
+  // the best priority that arrived since the step began, written by another thread (the
+  // binding releases the GIL): below `cut_below`, the step stops before its next layer
+  const volatile int32_t* arrived = arrival.data_ptr<int32_t>();
   for (int64_t l = 0; l < layers; ++l) {
+    if (l > 0 && *arrived < cut_below) return at::Tensor();  // None: StepInterrupted
     const int64_t base = l * kSlotsPerLayer;
     if (l > 0) h = add_rms_norm_(residual, mlp_out, w[base + kInputNorm], eps);
     at::Tensor qkv = linear(h, w, base, kQkvInt4, int4_rows, false);

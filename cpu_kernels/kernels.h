@@ -60,13 +60,16 @@ at::Tensor paged_prefill_attention(const at::Tensor& q, const at::Tensor& k, con
 
 // decode_layers.cpp: all decoder layers of a decode-only step; `w` holds each layer's
 // tensors (engine/weights/decode_layer_weights.py); the residual stream
-// starts as a float32 copy of `embedded` [T, H]. Returns the final norm's output [T, H].
+// starts as a float32 copy of `embedded` [T, H]. Returns the final norm's output [T, H], or
+// an undefined tensor when `arrival[0]` (int32, written by another thread) fell below
+// `cut_below` before a layer past the first.
 at::Tensor decode_layers(const at::Tensor& embedded, const std::vector<at::Tensor>& w,
                          const at::Tensor& final_norm, double eps, const at::Tensor& cos,
                          const at::Tensor& sin, const at::Tensor& kv_cache,
                          const at::Tensor& slots, const at::Tensor& tables,
                          const at::Tensor& context_lens, double scale, int64_t num_heads,
-                         int64_t num_kv_heads, int64_t int4_rows);
+                         int64_t num_kv_heads, int64_t int4_rows, const at::Tensor& arrival,
+                         int64_t cut_below);
 
 // int8_linear.cpp: x [M, K] bf16 @ W.T for int8 W given as its [K, N] transposed view, one
 // float scale per output; x * smooth (float [K], optional) is quantised per row on the fly;

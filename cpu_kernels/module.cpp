@@ -23,7 +23,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("max_rows") = headstart::kGroupQuantMaxRows;
   m.attr("variant") = "avx512";
 #endif
-  m.def("decode_layers", &headstart::decode_layers, "every decoder layer of a decode step");
+  m.def("decode_layers", &headstart::decode_layers, "every decoder layer of a decode step",
+        py::call_guard<py::gil_scoped_release>());  // arrivals are noted meanwhile
   m.def("rms_norm", &headstart::rms_norm, "RMSNorm of bf16 rows");
   m.def("add_rms_norm_", &headstart::add_rms_norm_, "x += delta in place, then RMSNorm of x");
   m.def("rope_", &headstart::rope_, "rotate q and k heads in place");

@@ -11,6 +11,8 @@ import logging
 import uuid
 from collections.abc import Callable
 
+import torch
+
 from engine import logprobs
 from engine.block_manager import KVCacheManager
 from engine.config import EngineConfig
@@ -18,7 +20,7 @@ from engine.detokenizer import IncrementalDetokenizer
 from engine.errors import InvalidRequest, StepInterrupted
 from engine.grammar import GrammarCompiler, GrammarError
 from engine.kv_tier_store import SlotStore, open_tier
-from engine.model import LlamaModel
+from engine.model import NO_ARRIVAL, LlamaModel, StepCut
 from engine.model_config import ModelConfig
 from engine.model_runner import ModelRunner
 from engine.outputs import EngineStats, GenerationDelta, RequestOutput
@@ -60,7 +62,8 @@ class LLMEngine:
         self.num_steps = 0
         self.num_interrupted_steps = 0
         self.step_interrupted = False  # the last step stopped for a better class
-        self.best_arrival: int | None = None  # best priority posted since the step began
+        # the best priority posted since the step began (`StepCut`; read by the kernels)
+        self.arrival = torch.full((1,), NO_ARRIVAL, dtype=torch.int32)
         # a prefill engine's copy of a finished prompt's last partial block, for the decode
         # engine it hands the prompt to (engine/kv_handover.py `TailStore.keep`)
         self.keep_tail: Callable[[Sequence], None] | None = None
@@ -138,16 +141,16 @@ class LLMEngine:
         policy, a step carrying work of a worse class (and none of a better one) stops at
         its next layer, so that the request gets the next step instead of waiting out this
         one (`_interruption`)."""
-        if self.best_arrival is None or priority < self.best_arrival:
-            self.best_arrival = priority
+        if priority < int(self.arrival[0]):
+            self.arrival[0] = priority
 
-    def _interruption(self, out: SchedulerOutput) -> Callable[[], bool] | None:
-        """The check a step holding work of a class below the default makes between
-        layers: whether a request has arrived since the step began that ranks above some
-        of its work and below none of it, and above every class whose prompt it reads (its
-        own class's decodes in the step are computed again in the next; a prompt of its
-        own class is not thrown away for it: the two would then share one longer step).
-        None for any other step, which then runs uncut."""
+    def _interruption(self, out: SchedulerOutput) -> StepCut | None:
+        """What a step holding work of a class below the default checks between layers
+        (`StepCut`, also in the one-call decode kernel): whether a request has arrived since
+        the step began that ranks above some of its work and below none of it, and above
+        every class whose prompt it reads (its own class's decodes in the step are computed
+        again in the next; a prompt of its own class is not thrown away for it: the two
+        would then share one longer step). None for any other step, which runs uncut."""
         if not self.scheduler.policy.by_priority:
             return None
         classes = [item.seq.priority for item in out.scheduled]
@@ -155,13 +158,12 @@ class LLMEngine:
         if worst <= 0:
             return None
         reading = min((item.seq.priority for item in out.scheduled if item.num_new_tokens > 1),
-                      default=worst + 1)
-        return lambda: (self.best_arrival is not None and self.best_arrival < worst
-                        and self.best_arrival <= best and self.best_arrival < reading)
+                      default=worst)
+        return StepCut(self.arrival, min(worst, best + 1, reading))
 
     def step(self) -> list[GenerationDelta]:
         """Schedule, run the model once, and return a delta per sequence that got a token."""
-        self.best_arrival, self.step_interrupted = None, False
+        self.arrival[0], self.step_interrupted = NO_ARRIVAL, False
         out = self.scheduler.schedule()
         if self.tier is not None:
             self.tier.flush()  # blocks evicted to the tier, or loaded back, before the run

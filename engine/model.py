@@ -7,7 +7,7 @@ and are fused here (one qkv matmul, one gate_up matmul), which pays on CPU.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -59,6 +59,23 @@ class LlamaAttention(nn.Module):
         v = qkv[:, self.q_size + self.kv_size:].view(-1, self.num_kv_heads, self.head_dim)
         out = paged_attention(q, k, v, layer_cache, plan, self.scale)
         return self.o_proj(out.reshape(-1, self.q_size))
+
+
+NO_ARRIVAL = 2 ** 31 - 1  # `StepCut.arrival` when no request arrived since the step began
+_NO_CUT = torch.full((1,), NO_ARRIVAL, dtype=torch.int32)  # with `below` 0: never due
+
+
+@dataclass(frozen=True)
+class StepCut:
+    """When a step stops between layers: once `arrival[0]` (an int32 tensor another thread
+    lowers to the best priority that arrived: `LLMEngine.note_arrival`) falls below
+    `below`. The one-call decode kernel reads the same tensor between its layers."""
+
+    arrival: Tensor
+    below: int
+
+    def due(self) -> bool:
+        return int(self.arrival[0]) < self.below
 
 
 def residual_stream(x: Tensor) -> Tensor:
@@ -124,8 +141,8 @@ class LlamaModel(nn.Module):
         return self.embed_tokens.weight.device
 
     def forward(self, input_ids: Tensor, positions: Tensor, meta: AttentionMetadata,
-                kv_cache: Tensor, interrupted: Callable[[], bool] | None = None) -> Tensor:
-        """The step's hidden states; `interrupted`, asked between layers, stops it there
+                kv_cache: Tensor, cut: StepCut | None = None) -> Tensor:
+        """The step's hidden states; `cut`, checked between layers, stops it there
         (StepInterrupted: the K/V it wrote is written again when the tokens are computed)."""
         x = self.embed_tokens(input_ids)
         token_queries = (fused_ops(x) is not None and self.config.head_dim % 32 == 0
@@ -136,23 +153,21 @@ class LlamaModel(nn.Module):
         plan = AttentionPlan.build(meta, kv_cache.shape[3], input_ids.device, token_queries,
                                    kernel_prefills)
         cos, sin = self.rotary.cos_sin(positions, x.dtype)
-        # a step that may be stopped goes layer by layer, the one call cannot stop midway
-        if interrupted is None:
-            hidden = self._small_step_in_one_call(x, cos, sin, kv_cache, plan)
-            if hidden is not None:
-                return hidden
+        if (hidden := self._small_step_in_one_call(x, cos, sin, kv_cache, plan, cut)) is not None:
+            return hidden
         residual = None
         for i, layer in enumerate(self.layers):
-            if interrupted is not None and interrupted():
+            if cut is not None and cut.due():
                 raise StepInterrupted
             x, residual = layer(x, residual, cos, sin, kv_cache[i], plan)
         return self.norm.add_forward(x, residual)[0]
 
     def _small_step_in_one_call(self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: Tensor,
-                                plan: AttentionPlan) -> Tensor | None:
+                                plan: AttentionPlan, cut: StepCut | None) -> Tensor | None:
         """A step of few new tokens (decodes, short prefill chunks) through
         cpu_kernels/decode_layers.cpp: the same kernels as the loop above, without the
-        interpreter between them; None where it does not apply."""
+        interpreter between them, stopping where `cut` says; None where it does not
+        apply."""
         tokens = plan.tokens
         if not self.one_call_decode or tokens is None:
             return None
@@ -161,10 +176,14 @@ class LlamaModel(nn.Module):
         if weights is None or x.shape[0] > weights.max_rows:
             return None
         c = self.config
-        return ops.decode_layers(x, weights.tensors, self.norm.weight, self.norm.eps, cos, sin,
-                                 kv_cache, plan.slot_mapping, tokens.tables, tokens.lens,
-                                 c.head_dim ** -0.5, c.num_heads, c.num_kv_heads,
-                                 weights.int4_rows)
+        arrival, below = (cut.arrival, cut.below) if cut is not None else (_NO_CUT, 0)
+        hidden = ops.decode_layers(x, weights.tensors, self.norm.weight, self.norm.eps, cos,
+                                   sin, kv_cache, plan.slot_mapping, tokens.tables, tokens.lens,
+                                   c.head_dim ** -0.5, c.num_heads, c.num_kv_heads,
+                                   weights.int4_rows, arrival, below)
+        if hidden is None:
+            raise StepInterrupted
+        return hidden
 
     def compute_logits(self, hidden: Tensor) -> Tensor:
         """[N, H] -> float32 logits [N, vocab]."""

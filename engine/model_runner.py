@@ -7,15 +7,13 @@ that does not finish its prompt just writes K/V. Device-agnostic: cpu here, cuda
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from torch import Tensor
 
 from engine.attention import AttentionMetadata
 from engine.config import BYTES_PER_MB, EngineConfig
 from engine.grammar import apply_grammar_masks
-from engine.model import LlamaModel
+from engine.model import LlamaModel, StepCut
 from engine.model_config import ModelConfig
 from engine.sampler import Sampler
 from engine.sequence import ScheduledSequence
@@ -45,12 +43,11 @@ class ModelRunner:
         self.sampler = Sampler(self.device, config.seed)
 
     @torch.inference_mode()
-    def run(self, scheduled: list[ScheduledSequence],
-            interrupted: Callable[[], bool] | None = None) -> list[int]:
+    def run(self, scheduled: list[ScheduledSequence], cut: StepCut | None = None) -> list[int]:
         """Compute the scheduled tokens; return one sampled token per sampling sequence.
-        `interrupted` may stop the step between layers (`LlamaModel.forward`)."""
+        `cut` may stop the step between layers (`LlamaModel.forward`)."""
         input_ids, positions, meta, sample_rows = self.prepare(scheduled)
-        hidden = self.model(input_ids, positions, meta, self.kv_cache, interrupted)
+        hidden = self.model(input_ids, positions, meta, self.kv_cache, cut)
         if not sample_rows:
             return []
         logits = self.model.compute_logits(hidden[sample_rows])

@@ -96,11 +96,11 @@ async def test_a_failing_step_fails_its_requests_and_keeps_serving(engine, monke
     real_run = runner.run
     calls = {"n": 0}
 
-    def fail_once(scheduled, interrupted=None):
+    def fail_once(scheduled, cut=None):
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("injected device failure")
-        return real_run(scheduled, interrupted)
+        return real_run(scheduled, cut)
 
     monkeypatch.setattr(runner, "run", fail_once)
     failed = await collect(engine, prompt(engine, "Hello?"))

@@ -92,10 +92,53 @@ def test_a_step_reading_a_prompt_of_the_arrivals_class_runs_on(smollm_bf16):
     deltas = llm.step()  # chat-2's prompt beside the decodes of chat-1 and of the oldest
     assert not llm.step_interrupted
     assert {d.request_id for d in deltas} == {"batch", "chat-1", "chat-2"}
-    llm.abort("chat-1"), llm.abort("chat-2")
-    assert llm.step() == [] and llm.step_interrupted  # the batch decode alone: cut
     hook.remove()
+    llm.abort("chat-1"), llm.abort("chat-2")
+    arrives_mid_step(llm, 0)
+    assert llm.step() == [] and llm.step_interrupted  # the batch decode alone: cut
     assert llm.num_interrupted_steps == 1
+
+
+def arrives_mid_step(llm: LLMEngine, priority: int) -> None:
+    """A request of `priority` arrives during the next step, after it was planned (in the
+    one-call decode kernel, no layer hook would run)."""
+    plan = llm.scheduler.schedule
+
+    def planned_then_arrival():
+        llm.scheduler.schedule = plan
+        out = plan()
+        llm.note_arrival(priority)
+        return out
+
+    llm.scheduler.schedule = planned_then_arrival
+
+
+def test_a_decode_step_in_the_one_call_kernel_stops_for_a_better_class(smollm_bf16):
+    """The one-call decode kernel (cpu_kernels/decode_layers.cpp, where it is built) checks
+    for a better arrival between its layers as the Python path does: the cut step counts
+    for nothing and the answer is the uncut one's."""
+    ids = smollm_bf16.tokenizer.encode("Rivers carve valleys over thousands of years. " * 4)
+    greedy = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True)
+
+    def run(cut_at: int | None) -> tuple[LLMEngine, list[int]]:
+        llm = LLMEngine(EngineConfig(num_kv_blocks=64, scheduling_policy="priority"),
+                        loaded=tuple(smollm_bf16))
+        batch = llm.make_sequence(ids, greedy, "batch")
+        batch.priority = 10
+        llm.add_sequence(batch)
+        tokens: list[int] = []
+        while llm.has_unfinished():
+            if len(tokens) == cut_at:
+                arrives_mid_step(llm, 0)
+                assert llm.step() == [] and llm.step_interrupted
+                cut_at = None
+            for delta in llm.step():
+                tokens += delta.token_ids
+        return llm, tokens
+
+    _, expected = run(None)
+    llm, got = run(3)  # during the fourth token's decode step
+    assert got == expected and llm.num_interrupted_steps == 1
 
 
 def test_the_scheduling_policy_flag_and_its_bad_values():
