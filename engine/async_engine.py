@@ -143,7 +143,7 @@ class AsyncEngine:
 
     def _post(self, item: Sequence | str | StepJob) -> None:
         self._inbox.append(item)
-        if isinstance(item, Sequence) and hasattr(self, "engine"):
+        if isinstance(item, Sequence):  # made by `generate`, so the engine exists
             self.engine.note_arrival(item.priority)  # may cut a step of worse classes short
         self._wake.set()
 

@@ -21,10 +21,10 @@ so a better class is admitted before a worse one's prefill chunk takes the budge
 waiting request of a better class that finds the running set full, or the pool short of
 its first chunk, preempts the running request that ranks last; short of budget only, it
 takes a worse class's tokens instead, which wait a step. A step in which a better class
-reads a prompt carries no worse class's tokens (but a block of the oldest request's when
-it waited out the step before: it never waits two in a row), and
-the classes below the default read their prompts in steps apart from their decodes, so
-the step a better class arrives during is short (and it may be cut: LLMEngine.note_arrival).
+reads a prompt carries no worse class's tokens (but a block of the oldest request's when it
+waited out the step before: it never waits two in a row), and the classes below the
+default read their prompts in steps apart from their decodes, so the step a better class
+arrives during is short (and it may be cut: LLMEngine.note_arrival).
 """
 
 from __future__ import annotations
