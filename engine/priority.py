@@ -97,17 +97,32 @@ class SchedulingPolicy:
             return None
         return min((*running, *waiting), key=lambda s: s.arrival_time, default=None)
 
-    @staticmethod
-    def low_class_tokens(budget: int) -> int:
-        """The most prompt tokens the classes below the default (priority > 0) read in one
-        step together under `priority`: 1/LOW_CLASS_SHARE of the budget, so a request of the
-        default class arriving mid-step waits for a short step, not a long chunk of batch
-        work (its own step then carries no batch prompt at all)."""
-        return max(1, budget // LOW_CLASS_SHARE)
+    def short_low_steps(self, running: list[Sequence], waiting: deque[Sequence]) -> bool:
+        """Whether the classes below the default (priority > 0) keep to short steps now
+        (`low_class_tokens`, `alternate_low_classes`, no leftover budget): under
+        `priority`, while a request of the default class or a better one is in the
+        engine, so that its decodes never wait for a long step of batch work. With none
+        there, batch work is scheduled as under fcfs: a request arriving then cuts the
+        step in flight at its next layer (LLMEngine.note_arrival), and short steps would
+        cost batch work alone 15-19% of its throughput (two threads)."""
+        if not self.by_priority:
+            return False
+        return bool(waiting and waiting[0].priority <= 0) or any(s.priority <= 0
+                                                                 for s in running)
 
-    def may_top_up(self, seq: Sequence) -> bool:
-        """Whether `seq` may take budget left over at the end of a step."""
-        return not (self.by_priority and seq.priority > 0)
+    @staticmethod
+    def low_class_tokens(budget: int, short: bool) -> int:
+        """The most prompt tokens the classes below the default read in one step together:
+        1/LOW_CLASS_SHARE of the budget in short steps (`short_low_steps`), so a request of
+        the default class decoding beside them, or arriving mid-step, waits for a short
+        step, not a long chunk of batch work; else the whole budget."""
+        return max(1, budget // LOW_CLASS_SHARE) if short else budget
+
+    @staticmethod
+    def may_top_up(seq: Sequence, short: bool) -> bool:
+        """Whether `seq` may take budget left over at the end of a step: not a class below
+        the default in short steps."""
+        return not (short and seq.priority > 0)
 
     def may_displace(self, victim: Sequence, waiter: Sequence, oldest: Sequence | None) -> bool:
         """Whether `waiter` may preempt the running `victim` to take its slot or blocks:
@@ -150,11 +165,12 @@ class SchedulingPolicy:
     @staticmethod
     def alternate_low_classes(plan: StepPlan, decodes: list[Sequence],
                               prompt_turn: bool) -> bool:
-        """A step carries the decodes of the classes below the default or their prompt
-        chunks, by turns (`prompt_turn`: the prompts'), never both: either alone makes a
-        short step, together a long one (two threads, 16 decodes: 34 ms, 64 prompt tokens:
-        30 ms, both at once: 80 ms), and a request of a better class arriving mid-step
-        waits for the step in flight. Both progress every other step: no starvation.
+        """In short steps (`short_low_steps`), a step carries the decodes of the classes
+        below the default or their prompt chunks, by turns (`prompt_turn`: the prompts'),
+        never both: either alone makes a short step, together a long one (two threads, 16
+        decodes: 34 ms, 64 prompt tokens: 30 ms, both at once: 80 ms), and a better class
+        decoding beside them waits for each step. Both progress every other step: no
+        starvation.
         Returns the turn taken, or the other when there was no choice to make."""
         low_decodes = [s for s in decodes if s.priority > 0 and s in plan.tokens]
         low_prompts = [s for s in plan.tokens if s.priority > 0 and s not in low_decodes

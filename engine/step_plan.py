@@ -33,6 +33,8 @@ class StepPlan:
     tokens: dict[Sequence, int] = field(default_factory=dict)
     preempted: list[Sequence] = field(default_factory=list)
     out_of_blocks: bool = False  # a running sequence was preempted for blocks: admit nobody
+    # the classes below the default keep to short steps (`SchedulingPolicy.short_low_steps`)
+    short_low_steps: bool = False
     tail_loads: dict[Sequence, tuple[int, Any]] = field(default_factory=dict)
 
     def give(self, seq: Sequence, num_new: int, past_budget: bool = False) -> None:

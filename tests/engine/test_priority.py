@@ -134,27 +134,28 @@ def test_blocks_run_short_the_worst_class_is_preempted_not_the_latest_arrival():
 def test_a_better_class_reads_its_prompt_first_and_alone():
     sched = make(budget=16, max_num_seqs=4)
     add(sched, "old", 10, 0.0, max_tokens=50)
-    step(sched), step(sched)  # its prompt (16 // 4 tokens), then a decode
-    batch = add(sched, "batch", 10, 1.0, num_tokens=40, max_tokens=1)
-    # a batch chunk (16 // 4) and a batch decode take turns, never one step together
-    assert new_tokens(step(sched)) == {"batch": 4}
-    assert new_tokens(step(sched)) == {"old": 1}
-    add(sched, "chat", 0, 2.0, num_tokens=6)
-    add(sched, "chat-2", 0, 2.5, num_tokens=20)
+    step(sched), step(sched)  # its prompt, then a decode
+    batch = add(sched, "batch", 10, 1.0, num_tokens=60, max_tokens=1)
+    # no better class in the engine: batch work is scheduled as under fcfs
+    assert new_tokens(step(sched)) == {"old": 1, "batch": 15}
+    add(sched, "chat", 0, 2.0, num_tokens=6, max_tokens=2)
+    add(sched, "chat-2", 0, 2.5, num_tokens=20, max_tokens=2)
     # the chats' prompts alone; batch reads nothing while a better class reads, even with
     # budget left (the chats' steps stay as short as on an idle engine), and the oldest
     # waits out one such step, never two in a row
     assert new_tokens(step(sched)) == {"chat": 6, "chat-2": 10}
     assert new_tokens(step(sched)) == {"old": 1, "chat": 1, "chat-2": 10}
-    assert new_tokens(step(sched)) == {"chat": 1, "chat-2": 1, "batch": 4}
-    assert new_tokens(step(sched)) == {"old": 1, "chat": 1, "chat-2": 1}
+    # while a chat decodes, batch steps are short: a chunk of 16 // 4 or a decode, by turns
+    assert new_tokens(step(sched)) == {"chat-2": 1, "batch": 4}
+    # the chats are done: batch work has the whole budget again
+    assert new_tokens(step(sched)) == {"old": 1, "batch": 15}
     assert batch.status is SequenceStatus.RUNNING
 
 
 def test_the_oldest_never_waits_two_steps_in_a_row_for_a_better_class():
-    sched = make(budget=64, max_num_seqs=4)
+    sched = make(num_blocks=64, budget=64, max_num_seqs=4)
     add(sched, "old", 10, 0.0, num_tokens=100, max_tokens=1)
-    assert new_tokens(step(sched)) == {"old": 16}  # 64 // 4
+    assert new_tokens(step(sched)) == {"old": 64}  # alone, the whole budget
     add(sched, "chat0", 0, 1.0, num_tokens=20)
     assert new_tokens(step(sched)) == {"chat0": 20}  # the chat's prompt alone
     add(sched, "chat1", 0, 2.0, num_tokens=20)
@@ -162,7 +163,23 @@ def test_the_oldest_never_waits_two_steps_in_a_row_for_a_better_class():
     assert new_tokens(step(sched)) == {"chat0": 1, "old": 4, "chat1": 20}
     add(sched, "chat2", 0, 3.0, num_tokens=20)
     assert new_tokens(step(sched)) == {"chat0": 1, "chat1": 1, "chat2": 20}
-    assert new_tokens(step(sched))["old"] == 16
+    assert new_tokens(step(sched))["old"] == 16  # 64 // 4 while chats decode
+
+
+def test_a_step_that_preempts_for_blocks_admits_nobody():
+    sched = make(num_blocks=32, budget=64, max_num_seqs=4)
+    add(sched, "old", 10, 0.0, num_tokens=100, max_tokens=1)
+    step(sched)  # 64 tokens: 16 of the 32 blocks
+    add(sched, "chat0", 0, 1.0, num_tokens=20), step(sched)
+    add(sched, "chat1", 0, 2.0, num_tokens=20), step(sched)
+    chat2 = add(sched, "chat2", 0, 3.0, num_tokens=20)
+    assert sched.kv.stats().free == 1
+    # the oldest's chunk needs blocks: the last-ranked request gives them up, and the
+    # request waiting behind it is not admitted into the room it left (it would be next)
+    out = step(sched)
+    assert names(out.preempted) == ["chat1"] and new_tokens(out) == {"chat0": 1, "old": 16}
+    assert chat2.status is SequenceStatus.WAITING
+    sched.check()
 
 
 def test_the_oldest_request_runs_whatever_its_priority():
@@ -183,14 +200,17 @@ def test_the_oldest_request_runs_whatever_its_priority():
     assert order == ["batch1", "chat0", "batch2"]
 
 
-def test_a_class_below_the_default_reads_short_chunks_and_takes_no_leftover_budget():
-    for priority, chunks in ((10, [16, 16, 8]), (0, [40]), (-3, [40])):  # 64 // 4
+def test_a_class_below_the_default_reads_short_chunks_only_beside_a_better_class():
+    for priority, chat, chunks in ((10, True, [16, 16, 8]), (10, False, [40]),  # 64 // 4
+                                   (0, True, [40]), (-3, True, [40])):
         sched = make(budget=64, max_num_seqs=2)
         seq = add(sched, "alone", priority, 0.0, num_tokens=40, max_tokens=1)
+        if chat:  # decoding all along: batch steps stay short and take no leftover budget
+            add(sched, "chat", 0, 1.0, num_tokens=4, max_tokens=20)
         got = []
         while not seq.is_finished:
-            got.append(new_tokens(step(sched))["alone"])
-        assert got == chunks, priority
+            got += [n for name, n in new_tokens(step(sched)).items() if name == "alone"]
+        assert got == chunks, (priority, chat)
 
 
 def test_a_mixed_workload_keeps_the_books_and_never_displaces_within_a_class():
