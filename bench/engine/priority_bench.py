@@ -21,9 +21,16 @@ goals of issue 40:
   preemption is not work). On this CPU the interactive stream is a fair share of the
   engine, and FCFS leaves the interactive requests that arrive after the backlog builds
   unserved inside the window, so the raw figure charges the priority run for serving them;
-  the work ratio is what scheduling by priority costs;
+  the work ratio is what scheduling by priority costs (and batch work alone, with no
+  interactive request, at priority 10 under the priority policy, against its capacity
+  under fcfs: what the policy costs when there is nothing to put first);
 - preemptions per request at equal priority (the FCFS run, where every request is priority
   0, and the priority run's preemptions for blocks) <= 1.
+With `--repeats N` the rounds are also pooled: the p95 of every round's interactive TTFTs
+over the median of every idle sample, and all work over all work. The p95 of one round's
+30-50 requests rests on its two or three slowest, which is where two arrivals land close
+together (the second waits for the first's prompt, on an idle engine too: the replay alone
+says how much of a round's p95 that is).
 """
 
 from __future__ import annotations
@@ -167,17 +174,19 @@ def drive(engine, arrivals: list[Arrival], duration_s: float, priorities: dict[s
     return list(records.values())
 
 
-def capacity(engine, w: Workload, seed: int) -> float:
+def capacity(engine, w: Workload, seed: int, priority: int = 0) -> tuple[float, int]:
     """Batch requests a second the engine finishes when saturated with them alone: batch
     tokens generated over the last two thirds of `capacity_s` (the first wave of prompts
-    read, the running set in its steady mix of prefill and decode), per request's tokens."""
+    read, the running set in its steady mix of prefill and decode), per request's tokens;
+    and the work done over the whole of it (`Record.work`)."""
     rng = random.Random(seed)
     backlog = [Arrival(0.0, BATCH, random_prompt(w.batch_prompt, rng.randrange(1 << 30)),
                        w.batch_tokens) for _ in range(400)]
     stamps: list[float] = []
-    drive(engine, backlog, w.capacity_s, {BATCH: 0}, on_tokens=stamps.extend)
+    records = drive(engine, backlog, w.capacity_s, {BATCH: priority}, on_tokens=stamps.extend)
     settled = w.capacity_s / 3
-    return sum(1 for t in stamps if t >= settled) / w.batch_tokens / (w.capacity_s - settled)
+    rate = sum(1 for t in stamps if t >= settled) / w.batch_tokens / (w.capacity_s - settled)
+    return rate, sum(r.work for r in records)
 
 
 def idle_ttfts(engine, w: Workload, seed: int) -> list[float]:
@@ -201,9 +210,13 @@ def run(w: Workload, repeats: int) -> dict:
                for p in ("fcfs", "priority")}
     fcfs = engines["fcfs"]
     idle_ttfts(fcfs, Workload(idle_samples=2, chat_prompt=w.chat_prompt), w.seed - 1)  # warm
-    cap = capacity(fcfs, w, w.seed - 2)
+    cap, fcfs_work = capacity(fcfs, w, w.seed - 2)
     print(f"[priority_bench] capacity {cap:.3f} batch req/s", flush=True)
+    batch_alone = capacity(engines["priority"], w, w.seed - 2, priority=10)[1] / fcfs_work
+    print(f"[priority_bench] batch work alone, priority / fcfs: {batch_alone:.3f}", flush=True)
     rounds = []
+    pooled: dict[str, list[float]] = {"chat": [], "idle": [], "alone": [], "work_fcfs": [],
+                                      "work_priority": []}
     for r in range(repeats):
         arrivals = trace(w, w.batch_load * cap, w.seed + r)
         idle = idle_ttfts(fcfs, w, w.seed + 100 + r)
@@ -228,7 +241,22 @@ def run(w: Workload, repeats: int) -> dict:
         alone = [math.inf if x.ttft_s is None else x.ttft_s
                  for x in drive(engines["priority"], chats, w.duration_s, {CHAT: 0})]
         rounds.append(summary(runs, idle, alone))
-    return {"workload": asdict(w), "capacity_req_s": cap, "rounds": rounds}
+        pooled["chat"] += runs["priority"].ttfts(CHAT)
+        pooled["idle"] += idle
+        pooled["alone"] += alone
+        for p in runs:
+            pooled[f"work_{p}"].append(sum(rec.work for rec in runs[p].records))
+    return {"workload": asdict(w), "capacity_req_s": cap, "batch_alone_work_ratio": batch_alone,
+            "pooled": pooled_summary(pooled), "rounds": rounds}
+
+
+def pooled_summary(pooled: dict[str, list[float]]) -> dict:
+    idle_p50 = percentile(pooled["idle"], 50)
+    return {"chat_requests": len(pooled["chat"]), "idle_ttft_p50_s": idle_p50,
+            "chat_ttft_p95_s": percentile(pooled["chat"], 95),
+            "chat_p95_over_idle": percentile(pooled["chat"], 95) / idle_p50,
+            "chat_alone_p95_over_idle": percentile(pooled["alone"], 95) / idle_p50,
+            "work_ratio": sum(pooled["work_priority"]) / sum(pooled["work_fcfs"])}
 
 
 def summary(runs: dict[str, RunResult], idle: list[float], alone: list[float]) -> dict:
@@ -285,6 +313,15 @@ def report(result: dict) -> str:
             f"({r['max_preemptions_per_batch_request_priority']}) | "
             f"{r.get('cut_steps_priority', 0)} | {ms(r['chat_ttft_p50_s']['priority'])} | "
             f"{ms(r['chat_alone_ttft_p95_s'])} | {r['chat_p95_over_alone_p95']:.2f} |")
+    p = result["pooled"]
+    lines.append(f"\nbatch work alone (no interactive request, priority 10), priority / fcfs: "
+                 f"{result['batch_alone_work_ratio']:.3f}")
+    lines.append(
+        f"pooled over {len(result['rounds'])} rounds: interactive p95 {ms(p['chat_ttft_p95_s'])}"
+        f" over idle p50 {ms(p['idle_ttft_p50_s'])} = {p['chat_p95_over_idle']:.2f} (<= 1.5; "
+        f"the same arrivals alone: {p['chat_alone_p95_over_idle']:.2f}) of "
+        f"{p['chat_requests']} requests; all work priority / FCFS {p['work_ratio']:.3f} "
+        "(>= 0.9)")
     return "\n".join(lines)
 
 
@@ -299,10 +336,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.duration:
         w.duration_s = args.duration
     result = run(w, args.repeats)
-    print(report(result))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "priority_bench.json").write_text(json.dumps(result, indent=2))
+    print(report(result))
 
 
 if __name__ == "__main__":
