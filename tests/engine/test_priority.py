@@ -174,8 +174,9 @@ def test_a_step_that_preempts_for_blocks_admits_nobody():
     add(sched, "chat1", 0, 2.0, num_tokens=20), step(sched)
     chat2 = add(sched, "chat2", 0, 3.0, num_tokens=20)
     assert sched.kv.stats().free == 1
-    # the oldest's chunk needs blocks: the last-ranked request gives them up, and the
-    # request waiting behind it is not admitted into the room it left (it would be next)
+    # the oldest's chunk needs blocks: the last-ranked request gives them up, and no one
+    # waiting is admitted into the room it left (memory is short: a newcomer would only
+    # be preempted in turn), as under fcfs
     out = step(sched)
     assert names(out.preempted) == ["chat1"] and new_tokens(out) == {"chat0": 1, "old": 16}
     assert chat2.status is SequenceStatus.WAITING
